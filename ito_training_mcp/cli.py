@@ -1,0 +1,160 @@
+"""`ito-training`: the CLI door over the same core and envelope as the MCP tools.
+
+`--json` prints the envelope exactly as the MCP tools return it. The exit code is 0 iff ok,
+1 for a refusal, 2 for a usage error (which is also printed as an INVALID_INPUT envelope).
+Argument errors never echo what was typed: a mistyped flag may be followed by a secret.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn, TextIO
+
+from .envelope import Envelope, ErrorCode, Gate, refusal
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    def __init__(self, message: str, *, argument: str = "argv") -> None:
+        super().__init__(message)
+        self.message = message
+        self.argument = argument
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        del message  # argparse quotes the offending values; we never echo them
+        raise UsageError(f"{self.prog}: missing, unknown or malformed arguments; see '{self.prog} --help'.")
+
+
+@dataclass(frozen=True)
+class Command:
+    tool: str
+    build: Callable[[argparse.Namespace], dict[str, Any]]
+    help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "check": Command(
+        "check_training_availability",
+        lambda a: {"booking_id": a.booking} if a.booking is not None else {},
+        "Is managed training available (and is this booking eligible)?",
+    ),
+    "digest": Command(
+        "digest_manifest",
+        lambda a: {"manifest_path": a.manifest},
+        "Read and digest a manifest locally, and print its review summary.",
+    ),
+    "train": Command(
+        "submit_training",
+        lambda a: {
+            "booking_id": a.booking,
+            "manifest_path": a.manifest,
+            "confirmation_ref": a.confirmation_ref,
+            "idempotency_key": a.idempotency_key,
+        },
+        "Submit a reviewed, confirmed manifest (creates at most one run per idempotency key).",
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ito-training",
+        description="Check and submit ML training on Itô GPU bookings. Fails closed; never handles secrets.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--json", action="store_true", help="print the result envelope as JSON")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def add(name: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=COMMANDS[name].help, description=COMMANDS[name].help, allow_abbrev=False)
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the envelope as JSON")
+        return p
+
+    p = add("check")
+    p.add_argument("--booking", metavar="ID", help="completed booking id to check eligibility for")
+    p = add("digest")
+    p.add_argument("--manifest", metavar="PATH", required=True, help="absolute path of the manifest file")
+    p = add("train")
+    p.add_argument("--booking", metavar="ID", required=True, help="server-verified booking id")
+    p.add_argument("--manifest", metavar="PATH", required=True, help="absolute path of the reviewed manifest")
+    p.add_argument("--confirmation-ref", metavar="REF", required=True,
+                   help="opaque reference of the user's out-of-band confirmation")
+    p.add_argument("--idempotency-key", metavar="KEY", required=True,
+                   help="stable key: reuse it for every retry of this run")
+    return parser
+
+
+def _usage_envelope(error: UsageError) -> Envelope:
+    return refusal(
+        ErrorCode.INVALID_INPUT, error.message, live_api_contacted=False, gate=Gate.INPUT,
+        details={"argument": error.argument, "problem": "usage"},
+    )
+
+
+def render_human(envelope: Envelope) -> str:
+    """A short readable form; `--json` is the exact one."""
+    if envelope.error is not None:
+        err = envelope.error
+        lines = [f"REFUSED {err.code.value}" + (f" (gate: {err.gate.value})" if err.gate else ""), err.message]
+        for finding in (err.details or {}).get("findings", []):
+            lines.append(f"  at {finding['pointer'] or '/'}: {finding['kind']}")
+        for problem in (err.details or {}).get("problems", []):
+            lines.append(f"  at {problem['pointer'] or '/'}: {problem['problem']}")
+        lines.append(f"Next: {envelope.notice}")
+    else:
+        data = envelope.data or {}
+        lines = ["OK"]
+        if "review_text" in data:
+            lines.append(str(data["review_text"]))
+        else:
+            lines.append(json.dumps(data, indent=2, ensure_ascii=False))
+        lines.append(envelope.notice)
+    lines.append(f"(live API contacted: {'yes' if envelope.live_api_contacted else 'no'})")
+    return "\n".join(lines)
+
+
+def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
+    """Parse, dispatch to the core, print. Never raises for bad input."""
+    want_json = "--json" in argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv))
+        if args.command is None:
+            raise UsageError("ito-training: a command is required; see 'ito-training --help'.", argument="command")
+    except UsageError as exc:
+        envelope = _usage_envelope(exc)
+        if want_json:
+            print(envelope.to_json(indent=2), file=stdout)
+        else:
+            print(exc.message, file=stderr)
+        return EXIT_USAGE
+
+    command = COMMANDS[args.command]
+    envelope = _dispatch(command.tool, command.build(args))
+    print(envelope.to_json(indent=2) if args.json else render_human(envelope), file=stdout)
+    return EXIT_OK if envelope.ok else EXIT_REFUSED
+
+
+def _dispatch(tool: str, arguments: dict[str, Any]) -> Envelope:
+    import anyio
+
+    from .service import TrainingService
+
+    async def go() -> Envelope:
+        return await TrainingService().invoke(tool, arguments)
+
+    return anyio.run(go)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from . import logs
+
+    logs.configure()
+    return run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr)

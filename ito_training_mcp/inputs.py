@@ -1,0 +1,138 @@
+"""Gate 0: every argument well formed before anything else happens (contract §3).
+
+The same patterns feed the published MCP input schemas (`tool_specs.py`) and the runtime
+checks here, so the schema an agent reads and the check the server applies cannot drift.
+Refusals never echo a value: an agent may have put something secret where an id belongs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .envelope import ErrorCode, Gate
+from .errors import InputRefusal, Refusal
+
+ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+KEY_PATTERN = r"^[A-Za-z0-9._:-]{16,255}$"
+_ID_RE = re.compile(ID_PATTERN)
+_KEY_RE = re.compile(KEY_PATTERN)
+_ARG_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+MAX_WAIT_SECONDS = 600
+MAX_LOG_LIMIT = 1000
+
+
+def _looks_like_credential(value: str) -> bool:
+    from .secret_scan import value_kinds  # lazy: keeps server start-up light
+
+    return bool(value_kinds(value))
+
+
+def _no_credential(value: str, argument: str) -> None:
+    if _looks_like_credential(value):
+        raise InputRefusal(
+            f"The argument {argument} looks like a credential. Credentials are never tool arguments; "
+            "the server reads them from its own environment.",
+            argument=argument,
+            problem="looks_like_credential",
+        )
+
+
+def identifier(value: object, argument: str) -> str:
+    """A booking id, run id or confirmation ref: 1-128 chars of [A-Za-z0-9._:-], not all dots."""
+    if not isinstance(value, str):
+        raise InputRefusal(f"The argument {argument} must be a string.", argument=argument, problem="type")
+    if not _ID_RE.fullmatch(value) or set(value) == {"."}:
+        raise InputRefusal(
+            f"The argument {argument} must be 1-128 characters of A-Z a-z 0-9 . _ : - (and not only dots).",
+            argument=argument,
+            problem="format",
+        )
+    _no_credential(value, argument)
+    return value
+
+
+def optional_identifier(value: object, argument: str) -> str | None:
+    return None if value is None else identifier(value, argument)
+
+
+def idempotency_key(value: object, argument: str = "idempotency_key") -> str:
+    if value is None or value == "":
+        raise InputRefusal(
+            f"The argument {argument} is required: choose one stable key per intended run and reuse it "
+            "for every retry of that run.",
+            argument=argument,
+            problem="missing",
+        )
+    if not isinstance(value, str):
+        raise InputRefusal(f"The argument {argument} must be a string.", argument=argument, problem="type")
+    if not _KEY_RE.fullmatch(value):
+        raise InputRefusal(
+            f"The argument {argument} must be 16-255 characters of A-Z a-z 0-9 . _ : -.",
+            argument=argument,
+            problem="format",
+        )
+    _no_credential(value, argument)
+    return value
+
+
+def confirmation_ref(value: object) -> str:
+    """An empty or missing reference is CONFIRMATION_REQUIRED, refused here at gate 0."""
+    if value is None or value == "":
+        raise Refusal(
+            ErrorCode.CONFIRMATION_REQUIRED,
+            "No confirmation_ref was given. A person must review the manifest digest and confirm it out "
+            "of band before anything is created.",
+            gate=Gate.INPUT,
+            details={"argument": "confirmation_ref", "problem": "missing"},
+        )
+    return identifier(value, "confirmation_ref")
+
+
+def manifest_path(value: object) -> str:
+    """Type only here; the path itself is checked by the manifest gate (MANIFEST_PATH_INVALID)."""
+    if value is None or value == "":
+        raise InputRefusal("The argument manifest_path is required.", argument="manifest_path", problem="missing")
+    if not isinstance(value, str):
+        raise InputRefusal("The argument manifest_path must be a string.", argument="manifest_path", problem="type")
+    return value
+
+
+def bounded_int(value: object, argument: str, *, default: int, low: int, high: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputRefusal(f"The argument {argument} must be an integer.", argument=argument, problem="type")
+    if not (low <= value <= high):
+        raise InputRefusal(
+            f"The argument {argument} must be between {low} and {high}.", argument=argument, problem="range"
+        )
+    return value
+
+
+def cursor(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > 512 or not re.fullmatch(r"[A-Za-z0-9._:=-]+", value):
+        raise InputRefusal("The argument cursor is malformed; pass back next_cursor unchanged.",
+                           argument="cursor", problem="format")
+    return value
+
+
+def reject_unknown_arguments(arguments: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    """No tool takes a token, an override or a skip flag: anything unexpected is refused, not ignored."""
+    unknown = sorted(set(arguments) - allowed)
+    if not unknown:
+        return
+    shown = [
+        name if (_ARG_NAME_RE.fullmatch(name) and not _looks_like_credential(name)) else "<redacted>"
+        for name in unknown[:10]
+    ]
+    raise Refusal(
+        ErrorCode.INVALID_INPUT,
+        f"Unexpected argument(s): {', '.join(shown)}. This tool accepts only: {', '.join(sorted(allowed))}. "
+        "There is no override, force or skip-gate argument, and credentials are never arguments.",
+        gate=Gate.INPUT,
+        details={"argument": shown[0], "problem": "unexpected", "unexpected": shown},
+    )

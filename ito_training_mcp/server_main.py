@@ -1,0 +1,50 @@
+"""`ito-training-mcp`: run the MCP server on stdio (default) or streamable HTTP on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from collections.abc import Sequence
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ito-training-mcp",
+        description="Fail-closed MCP server for ML training on Itô GPU bookings.",
+    )
+    parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="streamable-http only; loopback by default")
+    parser.add_argument("--port", type=int, default=8765, help="streamable-http only")
+    parser.add_argument("--allow-non-loopback", action="store_true",
+                        help="serve streamable-http on a non-loopback address (it has no authentication)")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default), ERROR")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from . import __version__, logs
+
+    if args.version:
+        print(f"ito-training-mcp {__version__}")
+        return 0
+    logs.configure(args.log_level)
+    if args.transport == "streamable-http":
+        try:
+            loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback and not args.allow_non_loopback:
+            _parser().error("--host must be a loopback address (or pass --allow-non-loopback)")
+        if not (0 < args.port < 65536):
+            _parser().error("--port must be between 1 and 65535")
+
+    from .mcp_server import build_server
+
+    server = build_server()
+    if args.transport == "stdio":
+        server.run()
+    else:
+        server.run("streamable-http", host=args.host, port=args.port)
+    return 0

@@ -1,0 +1,88 @@
+"""Strict JSON for reviewed documents: UTF-8 only, no duplicate keys, no NaN/Infinity,
+bounded nesting, and numbers with a fraction kept as `Decimal` (never float arithmetic).
+
+A reviewer reads one meaning from a file; a parser that silently keeps the last of two
+duplicate keys, or rounds a number, would let the bytes say something else.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+MAX_DEPTH = 32
+
+
+class StrictJSONError(ValueError):
+    """The document is not strict JSON. `reason` is a fixed phrase, never document content."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Duplicate(Exception):
+    pass
+
+
+class _Constant(Exception):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _Duplicate
+    return result
+
+
+def _constant(_name: str) -> Any:
+    raise _Constant
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=Decimal, parse_constant=_constant)
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Iterative, so a hostile document cannot exhaust the stack here."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def loads(data: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse UTF-8 JSON bytes strictly or raise `StrictJSONError`."""
+    try:
+        text = data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise StrictJSONError("the file is not valid UTF-8") from None
+    if text.startswith("\ufeff"):
+        raise StrictJSONError("the file starts with a byte-order mark")
+    try:
+        value = _DECODER.decode(text)
+    except _Duplicate:
+        raise StrictJSONError("an object has a duplicate key") from None
+    except _Constant:
+        raise StrictJSONError("NaN and Infinity are not JSON numbers") from None
+    except RecursionError:
+        raise StrictJSONError(f"nesting is deeper than {max_depth} levels") from None
+    except json.JSONDecodeError as exc:
+        # Position only: the decoder's message would quote nothing, but keep it to fixed text.
+        raise StrictJSONError(f"not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    except ValueError:
+        # e.g. an integer literal longer than Python's conversion limit.
+        raise StrictJSONError("a number cannot be represented") from None
+    if _depth_exceeds(value, max_depth):
+        raise StrictJSONError(f"nesting is deeper than {max_depth} levels")
+    return value
