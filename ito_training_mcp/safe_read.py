@@ -168,6 +168,17 @@ def read_regular_file(
     special = _special_devices()
     hooks = hooks or ReadHooks()
 
+    dir_fd = _walk_to_parent(components, uid)
+    try:
+        read = _read_leaf(text, components[-1], dir_fd, uid, special, max_bytes, require_mode_0600, hooks)
+    finally:
+        os.close(dir_fd)
+    _confirm_path_still_names(components, uid, read.identity)
+    return read.bytes
+
+
+def _walk_to_parent(components: list[str], uid: int) -> int:
+    """Open each directory with dir_fd + O_NOFOLLOW from '/', checking it; return the parent's fd."""
     dir_fd = os.open("/", _DIR_FLAGS)
     try:
         _check_directory(os.fstat(dir_fd), uid, "/")
@@ -185,9 +196,32 @@ def read_regular_file(
             os.close(dir_fd)
             dir_fd = next_fd
             _check_directory(os.fstat(dir_fd), uid, walked)
-        return _read_leaf(text, components[-1], dir_fd, uid, special, max_bytes, require_mode_0600, hooks)
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    return dir_fd
+
+
+def _confirm_path_still_names(components: list[str], uid: int, identity: tuple[int, int]) -> None:
+    """After the read, walk the whole path again (no symlinks anywhere) to the same inode."""
+    try:
+        dir_fd = _walk_to_parent(components, uid)
+    except ManifestRefusal:
+        raise _refuse(ErrorCode.MANIFEST_CHANGED, "The path changed while the file was read.", "path_swap") from None
+    try:
+        leaf = os.stat(components[-1], dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        leaf = None
     finally:
         os.close(dir_fd)
+    if leaf is None or (leaf.st_dev, leaf.st_ino) != identity:
+        raise _refuse(ErrorCode.MANIFEST_CHANGED, "The path no longer names the file that was read.", "path_swap")
+
+
+@dataclass(frozen=True)
+class _Read:
+    bytes: FileBytes
+    identity: tuple[int, int]
 
 
 def _read_leaf(
@@ -199,7 +233,7 @@ def _read_leaf(
     max_bytes: int,
     require_mode_0600: bool,
     hooks: ReadHooks,
-) -> FileBytes:
+) -> _Read:
     before_open = _lstat_at(name, dir_fd, "the file")
     if stat.S_ISLNK(before_open.st_mode):
         raise _refuse(ErrorCode.MANIFEST_SYMLINK, "The file is a symlink.", "symlink")
@@ -235,14 +269,8 @@ def _read_leaf(
         raise _refuse(ErrorCode.MANIFEST_CHANGED, "The file changed while it was read.", "stable")
     if len(content) != after.st_size:
         raise _refuse(ErrorCode.MANIFEST_CHANGED, "The bytes read do not match the file size.", "stable")
-    try:
-        now = os.stat(path, follow_symlinks=False)
-    except OSError:
-        raise _refuse(ErrorCode.MANIFEST_CHANGED, "The path no longer names the file that was read.", "path_swap") \
-            from None
-    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-        raise _refuse(ErrorCode.MANIFEST_CHANGED, "The path no longer names the file that was read.", "path_swap")
-    return FileBytes(path=path, content=content, sha256=hashlib.sha256(content).hexdigest())
+    digest = hashlib.sha256(content).hexdigest()
+    return _Read(FileBytes(path=path, content=content, sha256=digest), (st.st_dev, st.st_ino))
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:

@@ -32,17 +32,17 @@ _VALUE_PATTERNS = re.compile(
             r"(?P<github_token>(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}))",
             r"(?P<huggingface_token>(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,})",
             r"(?P<openai_style_key>(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-|ant-[a-z0-9]{2,8}-)?"
-            r"[A-Za-z0-9_-]{20,})",
+            r"(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{32,})",
             r"(?P<slack_token>(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,})",
             r"(?P<slack_webhook>hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+)",
             r"(?P<stripe_key>(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,})",
             r"(?P<google_api_key>(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35})",
             r"(?P<jwt>(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
-            r"(?P<bearer_token>(?i:\bbearer)\s+[A-Za-z0-9._~+/=-]{8,})",
+            r"(?P<bearer_token>(?i:\bbearer)\s+(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,})",
             r"(?P<url_userinfo>[A-Za-z][A-Za-z0-9+.-]{0,30}://[^/\s?#@]+@)",
             r"(?P<azure_account_key>(?i:accountkey|sharedaccesskey)\s*=\s*[A-Za-z0-9+/=]{16,})",
-            r"(?P<credential_assignment>(?i:password|passwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
-            r"\s*[:=]\s*[^\s,;]{6,})",
+            r"(?P<credential_assignment>(?i:[a-z0-9_.-]*(?:password|passwd|secret|api[_-]?key|access[_-]?token"
+            r"|auth[_-]?token)[a-z0-9_.-]*)\s*[:=]\s*[^\s,;]{6,})",
         ]
     )
 )
@@ -61,8 +61,9 @@ _SIGNED_QUERY_KEYS = frozenset(
 # Key names, split into lowercase words (snake, kebab, camel, dotted).
 _CREDENTIAL_WORDS = frozenset(
     {
-        "password", "passwd", "passphrase", "pwd", "secret", "secrets", "token", "credential",
-        "credentials", "authorization", "cookie", "cookies", "apikey", "privatekey",
+        "password", "passwords", "passwd", "passphrase", "passphrases", "pwd", "secret", "secrets", "token",
+        "credential", "credentials", "authorization", "cookie", "cookies", "apikey", "apikeys", "privatekey",
+        "privatekeys",
     }
 )
 _CREDENTIAL_PAIRS = frozenset(
@@ -71,12 +72,14 @@ _CREDENTIAL_PAIRS = frozenset(
         ("client", "secret"), ("auth", "header"), ("signing", "key"), ("account", "key"), ("sas", "url"),
     }
 )
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _WORD_SPLIT = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 @dataclass(frozen=True)
 class Finding:
-    """Where (a JSON pointer, with suspicious keys masked) and what kind. Never the value."""
+    """Where (a JSON pointer; any key that is not a plain identifier shows as `*`) and what kind.
+    Never the value."""
 
     pointer: str
     kind: str
@@ -91,10 +94,13 @@ def _escape(token: str) -> str:
 
 
 def credential_key_name(key: str) -> bool:
+    """password, apiKey, PRIVATE_KEY, client-secrets... but not max_tokens or tokenizer."""
     words = [w.lower() for w in _WORD_SPLIT.findall(key)]
     if any(w in _CREDENTIAL_WORDS for w in words):
         return True
-    return any(pair in _CREDENTIAL_PAIRS for pair in itertools.pairwise(words))
+    # A plural second word still names credentials ("api_keys", "client_secrets").
+    pairs = ((a, b[:-1] if b in ("keys", "secrets", "headers") else b) for a, b in itertools.pairwise(words))
+    return any(pair in _CREDENTIAL_PAIRS for pair in pairs)
 
 
 def _basic_auth(text: str) -> bool:
@@ -137,7 +143,7 @@ def _walk(document: Any) -> Iterator[tuple[str, str | None, Any]]:
         pointer, node = stack.pop()
         if isinstance(node, dict):
             for key, child in node.items():
-                masked = "*" if (value_kinds(key) or len(key) > 64) else _escape(key)
+                masked = _escape(key) if _PLAIN_KEY.fullmatch(key) and not value_kinds(key) else "*"
                 child_pointer = f"{pointer}/{masked}"
                 yield child_pointer, key, child
                 stack.append((child_pointer, child))

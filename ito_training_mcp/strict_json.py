@@ -8,10 +8,12 @@ duplicate keys, or rounds a number, would let the bytes say something else.
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
 MAX_DEPTH = 32
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class StrictJSONError(ValueError):
@@ -80,9 +82,20 @@ def loads(data: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     except json.JSONDecodeError as exc:
         # Position only: the decoder's message would quote nothing, but keep it to fixed text.
         raise StrictJSONError(f"not valid JSON (line {exc.lineno}, column {exc.colno})") from None
-    except ValueError:
-        # e.g. an integer literal longer than Python's conversion limit.
+    except (ValueError, ArithmeticError):
+        # An integer literal longer than Python's conversion limit, or an exponent beyond Decimal's range.
         raise StrictJSONError("a number cannot be represented") from None
     if _depth_exceeds(value, max_depth):
         raise StrictJSONError(f"nesting is deeper than {max_depth} levels")
+    if _SURROGATE_ESCAPE.search(text) and not _is_valid_unicode(value):
+        raise StrictJSONError("a string escapes a lone UTF-16 surrogate, which is not text")
     return value
+
+
+def _is_valid_unicode(value: Any) -> bool:
+    """Pairs of surrogate escapes decode to one character; a lone one cannot be encoded as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
