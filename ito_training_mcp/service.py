@@ -8,26 +8,59 @@ process. Gates 0-2 are local: they run before any credential is read or socket o
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from . import inputs
+from . import credentials, inputs
 from .config import BackendSettings, ManifestSettings
 from .envelope import Envelope, ErrorCode, Gate, refusal, success
 from .errors import Refusal
 from .manifest import DigestedManifest, digest_manifest_file
 
+if TYPE_CHECKING:
+    import httpx
+
+    from .backend_client import BackendClient, Exchange
+    from .backend_models import Capabilities, Eligibility, Run
+
 log = logging.getLogger("ito_training_mcp")
+
+CLOCK_SKEW = timedelta(seconds=60)
+RECOVERY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0)
+ELIGIBILITY_REASONS = frozenset({"expired", "revoked", "released", "incomplete", "mismatch"})
 
 NOTICE_DIGESTED = (
     "The manifest was read and digested locally; nothing was sent anywhere. Show the user data.review_text "
     "and the sha256. Only the user can confirm this digest, out of band at the Itô desk; then call "
     "submit_training with their confirmation_ref and a stable idempotency_key."
+)
+NOTICE_AVAILABLE = (
+    "Training is available on the configured backend. Next: write or locate the manifest and call "
+    "digest_manifest; nothing has been created."
+)
+NOTICE_ELIGIBLE = (
+    "Training is available and this booking is eligible right now (data.booking). Next: call digest_manifest "
+    "on the reviewed manifest; nothing has been created."
+)
+NOTICE_CREATED = (
+    "One training run was created (data.run_id). Do not submit again: a retry with the same idempotency_key "
+    "returns this same run. Next: follow it with training_status."
+)
+NOTICE_RECOVERED = (
+    "The first answer was lost or unclear, so the run was looked up by its idempotency key and found "
+    "(data.run_id); no second run was created. Do not submit again. Next: follow it with training_status."
+)
+NOTICE_EXISTING = (
+    "A run already existed for this idempotency key and was returned unchanged (created: false); nothing new "
+    "was created and no confirmation was used. Next: follow it with training_status."
 )
 
 
@@ -36,17 +69,33 @@ class Call:
     """Per-call bookkeeping: did any request leave this process for the backend?"""
 
     tool: str
-    contacted: bool = False
+    exchange: Exchange | None = field(default=None)
+
+    @property
+    def contacted(self) -> bool:
+        return self.exchange is not None and self.exchange.contacted
 
 
 Outcome = tuple[dict[str, Any], str]
 
 
 class TrainingService:
-    """The one core behind both doors. `env` defaults to the live process environment."""
+    """The one core behind both doors.
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    `env` defaults to the live process environment; `transport` lets tests route the backend
+    client through a custom httpx transport; `clock` gives the current UTC time.
+    """
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self._env = env
+        self._transport = transport
+        self._clock = clock or (lambda: datetime.now(UTC))
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -70,7 +119,30 @@ class TrainingService:
                 live_api_contacted=call.contacted, gate=None,
             )
 
-    # ------------------------------------------------------------------ gates shared by operations
+    # ------------------------------------------------------------------ the generic door
+
+    async def invoke(self, tool: str, arguments: Mapping[str, Any]) -> Envelope:
+        """Run a tool by name with raw arguments, as both doors receive them.
+
+        Unknown arguments are refused at gate 0 rather than ignored: an agent that sends
+        `force` or `api_key` must learn that no such thing exists.
+        """
+        from .tool_specs import ALL_TOOLS
+
+        spec = next((s for s in ALL_TOOLS if s.name == tool), None)
+        if spec is None:
+            return refusal(
+                ErrorCode.INVALID_INPUT, "Unknown tool.", live_api_contacted=False, gate=Gate.INPUT,
+                details={"argument": "tool", "problem": "unknown"},
+            )
+        try:
+            inputs.reject_unknown_arguments(arguments, spec.argument_names)
+        except Refusal as r:
+            return r.envelope(live_api_contacted=False)
+        method: Callable[..., Awaitable[Envelope]] = getattr(self, tool)
+        return await method(**{name: arguments.get(name) for name in spec.argument_names})
+
+    # ------------------------------------------------------------------ gates, in contract order
 
     def _gate_availability(self) -> BackendSettings:
         """Gate 1: a backend is configured, and its configuration is sound. Nothing is sent."""
@@ -90,54 +162,232 @@ class TrainingService:
         settings = ManifestSettings.from_env(self.env)
         return await anyio.to_thread.run_sync(digest_manifest_file, path, settings)
 
-    def _gates_backend_pending(self, settings: BackendSettings) -> Refusal:
-        """Gates 3-7 need the backend client; until it exists, fail closed without sending."""
-        del settings
-        return Refusal(
-            ErrorCode.TRAINING_UNAVAILABLE,
-            "A backend is configured, but this build has no client for the canonical training API yet, "
-            "so nothing can be checked or submitted. No credential was read and no request was sent.",
-            gate=Gate.AVAILABILITY,
-            details={"reason": "backend_client_unavailable"},
+    async def _gate_capabilities(self, api: BackendClient) -> Capabilities:
+        """Gate 3: the backend offers training and every lifecycle operation. No credential yet."""
+        from .backend_models import CONTRACT_VERSION, REQUIRED_OPERATIONS, Capabilities
+
+        _, caps = await api.request("GET", "/v1/capabilities", Capabilities, gate=Gate.CAPABILITIES, auth=False)
+        if caps.contract_version != CONTRACT_VERSION:
+            raise Refusal(
+                ErrorCode.TRAINING_UNAVAILABLE,
+                f"The backend speaks a contract version this client does not support (expected {CONTRACT_VERSION}).",
+                gate=Gate.CAPABILITIES, details={"reason": "contract_version_unsupported"},
+            )
+        if not caps.training.available:
+            raise Refusal(
+                ErrorCode.TRAINING_UNAVAILABLE,
+                "The canonical backend reports that managed training is not available.",
+                gate=Gate.CAPABILITIES, details={"reason": "backend_reports_unavailable"},
+            )
+        missing = [op for op in REQUIRED_OPERATIONS if op not in caps.training.operations]
+        if missing:
+            raise Refusal(
+                ErrorCode.LIFECYCLE_INCOMPLETE,
+                "The backend does not offer every lifecycle operation a training run needs: "
+                + ", ".join(missing) + ".",
+                gate=Gate.CAPABILITIES, details={"missing_operations": missing},
+            )
+        return caps
+
+    def _authenticate(self, api: BackendClient) -> None:
+        """Only now, after gate 3, is the credential resolved."""
+        api.authenticate(credentials.resolve_credential(self.env))
+
+    async def _gate_entitlement(
+        self, api: BackendClient, settings: BackendSettings, booking_id: str
+    ) -> tuple[str, Eligibility]:
+        """Gate 4: fresh eligibility of this booking, bound to the authenticated account."""
+        from .backend_client import segment
+        from .backend_models import Eligibility, Me
+
+        _, me = await api.request("GET", "/v1/me", Me, gate=Gate.ENTITLEMENT)
+        _, el = await api.request(
+            "GET", f"/v1/bookings/{segment(booking_id)}/training-eligibility", Eligibility, gate=Gate.ENTITLEMENT
         )
 
-    # ------------------------------------------------------------------ the generic door
+        def not_eligible(reason: str, message: str) -> Refusal:
+            return Refusal(ErrorCode.BOOKING_NOT_ELIGIBLE, message, gate=Gate.ENTITLEMENT,
+                           details={"reason": reason, "booking_id": booking_id})
 
-    async def invoke(self, tool: str, arguments: Mapping[str, Any]) -> Envelope:
-        """Run a tool by name with raw arguments, as both doors receive them.
-
-        Unknown arguments are refused at gate 0 rather than ignored: an agent that sends
-        `force` or `api_key` must learn that no such thing exists.
-        """
-        from .tool_specs import CORE_TOOLS
-
-        spec = next((s for s in CORE_TOOLS if s.name == tool), None)
-        if spec is None:
-            return refusal(
-                ErrorCode.INVALID_INPUT, "Unknown tool.", live_api_contacted=False, gate=Gate.INPUT,
-                details={"argument": "tool", "problem": "unknown"},
+        if el.booking_id != booking_id or el.account_id != me.account_id:
+            raise not_eligible("mismatch", "The eligibility answer is not bound to this booking and account.")
+        if not el.eligible:
+            reason = el.reason if el.reason in ELIGIBILITY_REASONS else "not_eligible"
+            raise not_eligible(reason, f"The backend says this booking is not eligible for training ({reason}).")
+        now = self._clock()
+        age = now - el.checked_at
+        if age > timedelta(seconds=settings.entitlement_max_age_s) or age < -CLOCK_SKEW:
+            raise Refusal(
+                ErrorCode.ENTITLEMENT_STALE,
+                f"The eligibility answer is not fresh (checked {int(age.total_seconds())} s ago; at most "
+                f"{settings.entitlement_max_age_s:g} s is accepted).",
+                gate=Gate.ENTITLEMENT, details={"age_s": int(age.total_seconds())},
             )
-        try:
-            inputs.reject_unknown_arguments(arguments, spec.argument_names)
-        except Refusal as r:
-            return r.envelope(live_api_contacted=False)
-        method: Callable[..., Awaitable[Envelope]] = getattr(self, tool)
-        return await method(**{name: arguments.get(name) for name in spec.argument_names})
+        if el.term_ends_at <= now:
+            raise not_eligible("expired", "The booking's term is over.")
+        return me.account_id, el
+
+    async def _lookup_by_key(self, api: BackendClient, key: str, gate: Gate) -> Run | None:
+        from .backend_models import RunList
+
+        _, found = await api.request("GET", "/v1/training-runs", RunList, gate=gate, params={"idempotency_key": key})
+        if not found.runs:
+            return None
+        run = found.runs[0]
+        if run.idempotency_key != key:
+            raise Refusal(ErrorCode.BACKEND_INVALID_RESPONSE, "The backend returned a run for another key.",
+                          gate=gate)
+        return run
+
+    async def _gate_idempotency(self, api: BackendClient, key: str, booking_id: str, sha256: str) -> Run | None:
+        """Gate 5: an existing run for this key is returned as it is; another request's key is refused."""
+        run = await self._lookup_by_key(api, key, Gate.IDEMPOTENCY)
+        if run is not None and (run.manifest_sha256 != sha256 or run.booking_id != booking_id):
+            raise Refusal(
+                ErrorCode.IDEMPOTENCY_CONFLICT,
+                "This idempotency key already belongs to a run with a different manifest or booking.",
+                gate=Gate.IDEMPOTENCY, details={"run_id": run.run_id, "idempotency_key": key},
+            )
+        return run
+
+    async def _gate_confirmation(
+        self, api: BackendClient, ref: str, account_id: str, booking_id: str, digested: DigestedManifest
+    ) -> None:
+        """Gate 6: the user's confirmation is bound to this account, action, booking, digest and cost."""
+        from .backend_client import segment
+        from .backend_models import Confirmation
+
+        _, c = await api.request("GET", f"/v1/confirmations/{segment(ref)}", Confirmation, gate=Gate.CONFIRMATION)
+
+        def refuse(code: ErrorCode, message: str, reason: str) -> Refusal:
+            return Refusal(code, message, gate=Gate.CONFIRMATION, details={"reason": reason, "confirmation_ref": ref})
+
+        if c.ref != ref or c.account_id != account_id:
+            raise refuse(ErrorCode.CONFIRMATION_MISMATCH, "The confirmation belongs to another account.", "account")
+        if c.action != "training.create":
+            raise refuse(ErrorCode.CONFIRMATION_MISMATCH, "The confirmation is for another action.", "action")
+        if c.booking_id != booking_id:
+            raise refuse(ErrorCode.CONFIRMATION_MISMATCH, "The confirmation is for another booking.", "booking")
+        if c.consumed:
+            raise refuse(ErrorCode.CONFIRMATION_CONSUMED, "The confirmation was already used.", "consumed")
+        if c.expires_at <= self._clock():
+            raise refuse(ErrorCode.CONFIRMATION_EXPIRED, "The confirmation has expired.", "expired")
+        if c.manifest_sha256 != digested.sha256:
+            raise refuse(ErrorCode.DIGEST_MISMATCH,
+                         "The manifest's digest differs from the digest the user confirmed.", "digest")
+        cost = digested.manifest.budget.max_incremental_cost_usd
+        if cost > c.max_cost_usd:
+            raise refuse(
+                ErrorCode.CONFIRMATION_MISMATCH,
+                f"The manifest may add up to ${cost:.2f}, more than the ${c.max_cost_usd:.2f} the user confirmed.",
+                "cost_above_confirmed",
+            )
+
+    async def _gate_create(
+        self,
+        api: BackendClient,
+        settings: BackendSettings,
+        *,
+        booking_id: str,
+        ref: str,
+        key: str,
+        digested: DigestedManifest,
+    ) -> tuple[Run, bool, bool]:
+        """Gate 7: create, recovering by key after anything ambiguous. Returns (run, created, recovered);
+        `created` is true only when this call received the backend's 201.
+
+        The bytes sent are the bytes hashed at gate 2. After an answer that may hide a created run
+        (timeout after sending, broken connection, 5xx, in-flight), the key is looked up before any
+        retry, and a retry resends the same key and bytes; after a bounded number of rounds the
+        outcome is reported as unknown. At most one run per key, whatever the network does.
+        """
+        from .backend_client import BackendRefusal
+        from .backend_models import Run
+
+        body = {
+            "booking_id": booking_id,
+            "confirmation_ref": ref,
+            "manifest_sha256": digested.sha256,
+            "manifest_b64": base64.b64encode(digested.file.content).decode("ascii"),
+        }
+        last: BackendRefusal | None = None
+        for round_ in range(settings.recovery_attempts + 1):
+            if round_ > 0:
+                await anyio.sleep(RECOVERY_BACKOFF_S[min(round_ - 1, len(RECOVERY_BACKOFF_S) - 1)])
+            try:
+                status, run = await api.request("POST", "/v1/training-runs", Run, gate=Gate.CREATE,
+                                                 json_body=body, idempotency_key=key, mutation=True)
+            except BackendRefusal as r:
+                if not r.ambiguous:
+                    raise
+                last = r
+            else:
+                return self._own_run(run, booking_id, key, digested.sha256), status == 201, round_ > 0
+            log.info("submit outcome ambiguous (%s); looking the key up before any retry", last.code.value)
+            try:
+                found = await self._lookup_by_key(api, key, Gate.CREATE)
+            except BackendRefusal as r:
+                if r.code in (ErrorCode.CREDENTIAL_REVOKED, ErrorCode.AUTH_REJECTED, ErrorCode.AUTH_FORBIDDEN):
+                    raise BackendRefusal(
+                        r.code, r.message + " The submission's outcome is unknown: once a valid credential is "
+                        "configured, call training_status with the same idempotency_key.",
+                        gate=r.gate, details={**(r.details or {}), "submission_outcome": "unknown",
+                                              "idempotency_key": key},
+                    ) from None
+                continue
+            if found is not None:
+                return self._own_run(found, booking_id, key, digested.sha256), False, True
+        raise Refusal(
+            ErrorCode.SUBMISSION_OUTCOME_UNKNOWN,
+            "The backend did not give a trustworthy answer and the run could not be found by its key after "
+            f"{settings.recovery_attempts} lookups; a run may or may not exist.",
+            gate=Gate.CREATE,
+            details={"idempotency_key": key, "last_code": last.code.value if last else None},
+        )
+
+    @staticmethod
+    def _own_run(run: Run, booking_id: str, key: str, sha256: str) -> Run:
+        if (run.booking_id, run.idempotency_key, run.manifest_sha256) != (booking_id, key, sha256):
+            raise Refusal(ErrorCode.BACKEND_INVALID_RESPONSE,
+                          "The backend answered with a run that does not match this submission.", gate=Gate.CREATE)
+        return run
+
+    @asynccontextmanager
+    async def _backend(self, settings: BackendSettings, call: Call) -> AsyncIterator[BackendClient]:
+        from .backend_client import BackendClient, Exchange
+
+        call.exchange = Exchange()
+        async with BackendClient(settings, call.exchange, transport=self._transport) as api:
+            yield api
 
     # ------------------------------------------------------------------ operations
 
     async def check_training_availability(self, booking_id: object = None) -> Envelope:
         async def body(call: Call) -> Outcome:
-            inputs.optional_identifier(booking_id, "booking_id")          # 0 input
-            settings = self._gate_availability()                         # 1 availability
-            raise self._gates_backend_pending(settings)                  # 3-4 capabilities, entitlement
+            booking = inputs.optional_identifier(booking_id, "booking_id")    # 0 input
+            settings = self._gate_availability()                             # 1 availability
+            async with self._backend(settings, call) as api:
+                caps = await self._gate_capabilities(api)                    # 3 capabilities
+                data: dict[str, Any] = {
+                    "available": True,
+                    "contract_version": caps.contract_version,
+                    "operations": list(caps.training.operations),
+                    "booking": None,
+                }
+                if booking is None:
+                    return data, NOTICE_AVAILABLE
+                self._authenticate(api)
+                account_id, el = await self._gate_entitlement(api, settings, booking)   # 4 entitlement
+            data["account_id"] = account_id
+            data["booking"] = el.model_dump(mode="json")
+            return data, NOTICE_ELIGIBLE
 
         return await self._run("check_training_availability", body)
 
     async def digest_manifest(self, manifest_path: object) -> Envelope:
         async def body(call: Call) -> Outcome:
-            path = inputs.manifest_path(manifest_path)                   # 0 input
-            digested = await self._gate_manifest(path)                   # 2 manifest (local only)
+            path = inputs.manifest_path(manifest_path)                       # 0 input
+            digested = await self._gate_manifest(path)                       # 2 manifest (local only)
             return digested.summary(), NOTICE_DIGESTED
 
         return await self._run("digest_manifest", body)
@@ -150,12 +400,41 @@ class TrainingService:
         idempotency_key: object,
     ) -> Envelope:
         async def body(call: Call) -> Outcome:
-            inputs.identifier(booking_id, "booking_id")                  # 0 input
+            booking = inputs.identifier(booking_id, "booking_id")            # 0 input
             path = inputs.manifest_path(manifest_path)
-            inputs.idempotency_key(idempotency_key)
-            inputs.confirmation_ref(confirmation_ref)
-            settings = self._gate_availability()                         # 1 availability
-            await self._gate_manifest(path)                              # 2 manifest
-            raise self._gates_backend_pending(settings)                  # 3-7
+            key = inputs.idempotency_key(idempotency_key)
+            ref = inputs.confirmation_ref(confirmation_ref)
+            settings = self._gate_availability()                             # 1 availability
+            digested = await self._gate_manifest(path)                       # 2 manifest
+            async with self._backend(settings, call) as api:
+                await self._gate_capabilities(api)                           # 3 capabilities
+                self._authenticate(api)
+                account_id, _ = await self._gate_entitlement(api, settings, booking)   # 4 entitlement
+                existing = await self._gate_idempotency(api, key, booking, digested.sha256)  # 5 idempotency
+                if existing is not None:
+                    return _submission(existing, created=False, recovered=False), NOTICE_EXISTING
+                await self._gate_confirmation(api, ref, account_id, booking, digested)  # 6 confirmation
+                run, created, recovered = await self._gate_create(             # 7 create
+                    api, settings, booking_id=booking, ref=ref, key=key, digested=digested
+                )
+            notice = NOTICE_CREATED if created else NOTICE_RECOVERED if recovered else NOTICE_EXISTING
+            return _submission(run, created=created, recovered=recovered), notice
 
         return await self._run("submit_training", body)
+
+
+def _submission(run: Run, *, created: bool, recovered: bool) -> dict[str, Any]:
+    data = run.as_data()
+    return {
+        "booking_id": run.booking_id,
+        "run_id": run.run_id,
+        "manifest_sha256": run.manifest_sha256,
+        "idempotency_key": run.idempotency_key,
+        "state": run.state.value,
+        "created": created,
+        "recovered_after_ambiguous_response": recovered,
+        "account_id": run.account_id,
+        "created_at": data["created_at"],
+        "updated_at": data["updated_at"],
+        "stages": data["stages"],
+    }

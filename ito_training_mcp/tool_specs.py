@@ -161,3 +161,4 @@ SUBMIT = ToolSpec(
 )
 
 CORE_TOOLS: tuple[ToolSpec, ...] = (CHECK, DIGEST, SUBMIT)
+ALL_TOOLS: tuple[ToolSpec, ...] = CORE_TOOLS

@@ -1,0 +1,203 @@
+"""Pydantic models of every `ito.training.v1` response (contract §7).
+
+The backend is outside our trust boundary: a response that does not validate against these
+models is `BACKEND_INVALID_RESPONSE`, never a guess. Unknown fields are ignored (the contract
+says clients must), known fields are typed strictly: ids and digests by pattern, timestamps as
+RFC 3339 UTC, money as decimal strings, counts as integers, flags as real booleans.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from .inputs import ID_PATTERN, KEY_PATTERN
+
+CONTRACT_VERSION = "ito.training.v1"
+REQUIRED_OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+_DECIMAL = re.compile(r"^-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$")
+
+
+def _timestamp(value: object) -> datetime:
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("must be an RFC 3339 timestamp")
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed.astimezone(UTC)
+
+
+def _decimal_string(value: object) -> Decimal:
+    if not isinstance(value, str) or not _DECIMAL.fullmatch(value):
+        raise ValueError("must be a decimal string")
+    try:
+        return Decimal(value)
+    except InvalidOperation:  # pragma: no cover - the pattern guarantees a decimal
+        raise ValueError("must be a decimal string") from None
+
+
+def _finite_number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise ValueError("must be a number")
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError("must be finite")
+    return number
+
+
+Timestamp = Annotated[datetime, BeforeValidator(_timestamp)]
+Money = Annotated[Decimal, BeforeValidator(_decimal_string)]
+Number = Annotated[float, BeforeValidator(_finite_number)]
+Id = Annotated[str, Field(pattern=ID_PATTERN)]
+Key = Annotated[str, Field(pattern=KEY_PATTERN)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Text = Annotated[StrictStr, Field(max_length=4096)]
+Code = Annotated[StrictStr, Field(max_length=128)]
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class TrainingCapabilities(_Response):
+    available: StrictBool
+    operations: list[Code] = Field(max_length=256)
+
+
+class Capabilities(_Response):
+    contract_version: Code
+    training: TrainingCapabilities
+
+
+class Me(_Response):
+    account_id: Id
+
+
+class GpuTopology(_Response):
+    gpu: Text
+    nodes: StrictInt = Field(ge=0, le=1_000_000)
+    gpus_per_node: StrictInt = Field(ge=0, le=1024)
+
+
+class Eligibility(_Response):
+    booking_id: Id
+    account_id: Id
+    eligible: StrictBool
+    reason: Code | None = None
+    gpu_topology: GpuTopology
+    region: Text
+    fabric: Text
+    term_ends_at: Timestamp
+    checked_at: Timestamp
+
+
+class Confirmation(_Response):
+    ref: Id
+    account_id: Id
+    action: Code
+    booking_id: Id | None = None
+    run_id: Id | None = None
+    manifest_sha256: Sha256 | None = None
+    max_cost_usd: Money
+    expires_at: Timestamp
+    consumed: StrictBool
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    VALIDATING = "validating"
+    RUNNING = "running"
+    GATE_FAILED = "gate_failed"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+    CLEANED_UP = "cleaned_up"
+
+
+TERMINAL_STATES = frozenset(
+    {RunState.GATE_FAILED, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.CLEANED_UP}
+)
+
+
+class StageGate(_Response):
+    status: Literal["pending", "passed", "failed"]
+    evals: dict[str, Any] = Field(default_factory=dict, max_length=256)
+
+
+class Stage(_Response):
+    name: Code
+    state: Code
+    gate: StageGate
+
+
+class Run(_Response):
+    run_id: Id
+    booking_id: Id
+    account_id: Id
+    manifest_sha256: Sha256
+    idempotency_key: Key
+    state: RunState
+    created_at: Timestamp
+    updated_at: Timestamp
+    stages: list[Stage] = Field(max_length=64)
+
+    def as_data(self) -> dict[str, Any]:
+        """The run as the envelope reports it: the backend's own words, JSON-safe."""
+        return self.model_dump(mode="json")
+
+
+class RunList(_Response):
+    runs: list[Run] = Field(max_length=1)
+
+
+class LogLine(_Response):
+    ts: Timestamp
+    stage: Code
+    message: Text
+
+
+class Logs(_Response):
+    lines: list[LogLine] = Field(max_length=1000)
+    next_cursor: Annotated[StrictStr, Field(max_length=512, pattern=r"^[A-Za-z0-9._:=-]+$")] | None = None
+
+
+class Metrics(_Response):
+    goodput: Number | None = None
+    interruption_rate: Number | None = None
+    checkpoint_bandwidth_gbps: Number | None = None
+    step: StrictInt | None = Field(default=None, ge=0)
+    loss: Number | None = None
+    cost_usd_to_date: Money | None = None
+
+
+class CheckpointInfo(_Response):
+    checkpoint_id: Id
+    step: StrictInt = Field(ge=0)
+    created_at: Timestamp
+    size_bytes: StrictInt = Field(ge=0)
+    uri: Text
+
+
+class Checkpoints(_Response):
+    checkpoints: list[CheckpointInfo] = Field(max_length=10_000)
+
+
+class CleanupResult(_Response):
+    run_id: Id
+    cleaned: list[Text] = Field(max_length=1000)
+    booking_untouched: StrictBool
+
+
+class ErrorDetail(_Response):
+    code: Code
+    message: StrictStr | None = None
+    reason: Code | None = None
+
+
+class ErrorBody(_Response):
+    error: ErrorDetail
