@@ -177,6 +177,12 @@ class BackendClient:
             )
         self._credential = credential
 
+    def credential_fingerprint(self) -> str:
+        """A one-way fingerprint of the attached credential, for in-memory caches keyed by identity."""
+        if self._credential is None:
+            return ""
+        return _fingerprint(self._credential)
+
     # ------------------------------------------------------------------ one exchange
 
     async def request(

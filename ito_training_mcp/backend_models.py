@@ -157,7 +157,7 @@ class RunList(_Response):
 
 class LogLine(_Response):
     ts: Timestamp
-    stage: Code
+    stage: Code | None = None
     message: Text
 
 

@@ -60,7 +60,33 @@ COMMANDS: dict[str, Command] = {
         },
         "Submit a reviewed, confirmed manifest (creates at most one run per idempotency key).",
     ),
+    "status": Command(
+        "training_status",
+        lambda a: _present({"run_id": a.run, "idempotency_key": a.idempotency_key, "wait_seconds": a.wait}),
+        "A run's state and stage gates, by --run or by --idempotency-key; --wait polls until it finishes.",
+    ),
+    "logs": Command(
+        "training_logs",
+        lambda a: _present({"run_id": a.run, "cursor": a.cursor, "limit": a.limit}),
+        "One page of a run's log lines; pass --cursor next_cursor for the next page.",
+    ),
+    "metrics": Command("training_metrics", lambda a: {"run_id": a.run}, "A run's metrics."),
+    "checkpoints": Command("list_checkpoints", lambda a: {"run_id": a.run}, "A run's checkpoints."),
+    "cancel": Command(
+        "cancel_training",
+        lambda a: {"run_id": a.run, "confirmation_ref": a.confirmation_ref, "idempotency_key": a.idempotency_key},
+        "Cancel a run (needs its own training.cancel confirmation and idempotency key).",
+    ),
+    "cleanup": Command(
+        "cleanup_training",
+        lambda a: {"run_id": a.run, "confirmation_ref": a.confirmation_ref, "idempotency_key": a.idempotency_key},
+        "Clean up a finished run; never touches the booking (own training.cleanup confirmation and key).",
+    ),
 }
+
+
+def _present(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in arguments.items() if v is not None}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,6 +114,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="opaque reference of the user's out-of-band confirmation")
     p.add_argument("--idempotency-key", metavar="KEY", required=True,
                    help="stable key: reuse it for every retry of this run")
+    p = add("status")
+    p.add_argument("--run", metavar="RUN_ID", help="run id (or give --idempotency-key)")
+    p.add_argument("--idempotency-key", metavar="KEY", help="the submit's idempotency key (or give --run)")
+    p.add_argument("--wait", metavar="SECONDS", type=int, help="poll until the run finishes, at most this long")
+    p = add("logs")
+    p.add_argument("--run", metavar="RUN_ID", required=True)
+    p.add_argument("--cursor", metavar="CURSOR", help="next_cursor from the previous page")
+    p.add_argument("--limit", metavar="N", type=int, help="lines per page (1-1000)")
+    for name in ("metrics", "checkpoints"):
+        add(name).add_argument("--run", metavar="RUN_ID", required=True)
+    for name in ("cancel", "cleanup"):
+        p = add(name)
+        p.add_argument("--run", metavar="RUN_ID", required=True)
+        p.add_argument("--confirmation-ref", metavar="REF", required=True,
+                       help=f"reference of the user's training.{name} confirmation for this run")
+        p.add_argument("--idempotency-key", metavar="KEY", required=True, help="stable key for this action")
+    sub.add_parser("backend", help="Run the reference backend (conformance/demo server; never trains).",
+                   add_help=False)
     return parser
 
 
@@ -122,6 +166,10 @@ def render_human(envelope: Envelope) -> str:
 
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     """Parse, dispatch to the core, print. Never raises for bad input."""
+    if list(argv[:1]) == ["backend"]:
+        from .reference_backend import main as backend_main
+
+        return backend_main(list(argv[1:]))
     want_json = "--json" in argv
     parser = build_parser()
     try:
@@ -137,18 +185,28 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         return EXIT_USAGE
 
     command = COMMANDS[args.command]
-    envelope = _dispatch(command.tool, command.build(args))
+    envelope = _dispatch(command.tool, command.build(args), stderr if stderr.isatty() else None)
     print(envelope.to_json(indent=2) if args.json else render_human(envelope), file=stdout)
     return EXIT_OK if envelope.ok else EXIT_REFUSED
 
 
-def _dispatch(tool: str, arguments: dict[str, Any]) -> Envelope:
+def _dispatch(tool: str, arguments: dict[str, Any], terminal: TextIO | None = None) -> Envelope:
     import anyio
 
     from .service import TrainingService
 
+    async def bar(value: float, total: float | None, message: str | None) -> None:
+        assert terminal is not None
+        width = 24
+        filled = int(width * value / total) if total else 0
+        terminal.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {value:5.0f}s {message or ''}"[:160])
+        terminal.flush()
+
     async def go() -> Envelope:
-        return await TrainingService().invoke(tool, arguments)
+        envelope = await TrainingService().invoke(tool, arguments, progress=bar if terminal is not None else None)
+        if terminal is not None and tool == "training_status":
+            terminal.write("\n")
+        return envelope
 
     return anyio.run(go)
 

@@ -26,6 +26,7 @@ ENV_RESPONSE_MAX_BYTES = "ITO_TRAINING_RESPONSE_MAX_BYTES"
 ENV_ENTITLEMENT_MAX_AGE = "ITO_TRAINING_ENTITLEMENT_MAX_AGE_S"
 ENV_RECOVERY_ATTEMPTS = "ITO_TRAINING_RECOVERY_ATTEMPTS"
 ENV_CAPABILITIES_TTL = "ITO_TRAINING_CAPABILITIES_TTL_S"
+ENV_POLL_INTERVAL = "ITO_TRAINING_POLL_INTERVAL_S"
 
 MIB = 1024 * 1024
 
@@ -157,6 +158,7 @@ class BackendSettings:
     entitlement_max_age_s: float
     recovery_attempts: int
     capabilities_ttl_s: float
+    poll_interval_s: float
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BackendSettings | None:
@@ -174,4 +176,5 @@ class BackendSettings:
             entitlement_max_age_s=_number(env, ENV_ENTITLEMENT_MAX_AGE, 300.0, 1.0, 3600.0, a),
             recovery_attempts=_integer(env, ENV_RECOVERY_ATTEMPTS, 3, 1, 10, a),
             capabilities_ttl_s=_number(env, ENV_CAPABILITIES_TTL, 60.0, 0.0, 3600.0, a),
+            poll_interval_s=_number(env, ENV_POLL_INTERVAL, 2.0, 0.01, 60.0, a),
         )

@@ -123,7 +123,10 @@ CODES: dict[ErrorCode, CodeInfo] = {
         "Ask the user for the absolute, normalised path of the reviewed manifest (no '.', '..', "
         "symlinks, and inside ITO_TRAINING_MANIFEST_ROOTS when that is set).",
     ),
-    ErrorCode.MANIFEST_NOT_FOUND: CodeInfo("manifest", False, _FIX_MANIFEST),
+    ErrorCode.MANIFEST_NOT_FOUND: CodeInfo(
+        "manifest", False,
+        "Nothing readable exists at that path. Ask the user for the correct absolute path of the reviewed manifest.",
+    ),
     ErrorCode.MANIFEST_SYMLINK: CodeInfo(
         "manifest", False,
         "Ask the user for the real path of the manifest: symlinks are refused anywhere on the path.",
@@ -246,7 +249,9 @@ CODES: dict[ErrorCode, CodeInfo] = {
         "The backend answered with something this client does not accept. Tell the user; do not retry.",
     ),
     ErrorCode.BACKEND_ERROR: CodeInfo(
-        "transport", True, "The backend reported an error. Tell the user; try again later.",
+        "transport", True,
+        "Tell the user the backend reported an error (error.details.status). Only if error.retryable is true may "
+        "the same call be tried again later; for a submit, call training_status with the same idempotency_key first.",
     ),
     ErrorCode.RATE_LIMITED: CodeInfo(
         "transport", True, "The backend is rate limiting this account. Tell the user; wait before trying again.",
@@ -318,9 +323,11 @@ def refusal(
     gate: Gate | None,
     details: dict[str, Any] | None = None,
     retryable: bool | None = None,
+    next_step: str | None = None,
 ) -> Envelope:
+    """A refusal envelope; `next_step` replaces the registry's when the situation is more specific."""
     info = CODES[code]
-    notice = f"{_STOP}{info.next_step}"
+    notice = f"{_STOP}{next_step or info.next_step}"
     return Envelope(
         ok=False,
         live_api_contacted=live_api_contacted,

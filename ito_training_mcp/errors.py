@@ -24,6 +24,7 @@ class Refusal(Exception):
         gate: Gate | None,
         details: dict[str, Any] | None = None,
         retryable: bool | None = None,
+        next_step: str | None = None,
     ) -> None:
         super().__init__(f"{code.value}: {message}")
         self.code = code
@@ -31,11 +32,12 @@ class Refusal(Exception):
         self.gate = gate
         self.details = details
         self.retryable = CODES[code].retryable if retryable is None else retryable
+        self.next_step = next_step
 
     def envelope(self, *, live_api_contacted: bool) -> Envelope:
         return refusal(
             self.code, self.message, live_api_contacted=live_api_contacted, gate=self.gate,
-            details=self.details, retryable=self.retryable,
+            details=self.details, retryable=self.retryable, next_step=self.next_step,
         )
 
 

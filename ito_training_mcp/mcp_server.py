@@ -20,7 +20,7 @@ from . import __version__
 from .envelope import Envelope
 from .manifest import SCHEMA_VERSION, manifest_json_schema
 from .service import TrainingService
-from .tool_specs import CORE_TOOLS, ToolSpec
+from .tool_specs import ALL_TOOLS, ToolSpec
 
 SERVER_NAME = "ito-training"
 MANIFEST_SCHEMA_URI = f"ito-training://schemas/{SCHEMA_VERSION}"
@@ -67,8 +67,11 @@ def _annotations(spec: ToolSpec) -> ToolAnnotations:
 
 def _tool(spec: ToolSpec, service: TrainingService) -> Tool:
     async def run(arguments: dict[str, Any], ctx: Context) -> Annotated[CallToolResult, Envelope]:
-        del ctx
-        return to_call_tool_result(await service.invoke(spec.name, arguments))
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            await ctx.report_progress(value, total, message)
+
+        envelope = await service.invoke(spec.name, arguments, progress=progress if spec.reports_progress else None)
+        return to_call_tool_result(envelope)
 
     tool = Tool.from_function(
         run, name=spec.name, title=spec.title, description=spec.description, annotations=_annotations(spec)
@@ -85,7 +88,7 @@ def build_server(service: TrainingService | None = None) -> MCPServer:
         title="Itô training",
         version=__version__,
         instructions=INSTRUCTIONS,
-        tools=[_tool(spec, service) for spec in CORE_TOOLS],
+        tools=[_tool(spec, service) for spec in ALL_TOOLS],
     )
 
     @server.resource(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
     from .backend_client import BackendClient, Exchange
     from .backend_models import Capabilities, Eligibility, Run
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 log = logging.getLogger("ito_training_mcp")
 
@@ -57,6 +60,32 @@ NOTICE_CREATED = (
 NOTICE_RECOVERED = (
     "The first answer was lost or unclear, so the run was looked up by its idempotency key and found "
     "(data.run_id); no second run was created. Do not submit again. Next: follow it with training_status."
+)
+NOTICE_NO_RUN = (
+    "No run exists for this idempotency key. If a submit with this key is still in flight it may appear "
+    "shortly; otherwise no run was created. A retry of submit_training with the SAME key can never create "
+    "a second run; never use a new key for the same intent."
+)
+NOTICE_STATUS = "The run is in progress. Call training_status again (optionally with wait_seconds) to follow it."
+NOTICE_STILL_RUNNING = (
+    "The wait ended before the run finished; it is still in progress. Call training_status again to keep "
+    "following it."
+)
+NOTICE_TERMINAL = "The run has finished (data.state). Report the outcome and each stage's gate to the user."
+NOTICE_GATE_FAILED = (
+    "A stage's eval gate failed (data.failed_gates) and the run stopped in gate_failed. Report it to the user "
+    "exactly as shown. Nothing can override a failed gate; do not resubmit to get around it."
+)
+NOTICE_LOGS = "More log lines follow: call training_logs again with cursor = data.next_cursor."
+NOTICE_LOGS_END = "These are the latest log lines; call again later with the same cursor for new ones."
+NOTICE_READ_ONLY = "Read-only answer from the backend; nothing was changed."
+NOTICE_CANCELLED = (
+    "The run was cancelled (or is cancelling) as the user confirmed. Nothing else was changed; the booking is "
+    "untouched. Cleanup is a separate action with its own confirmation."
+)
+NOTICE_CLEANED = (
+    "The run's artefacts listed in data.cleaned were cleaned up as the user confirmed. The booking was not "
+    "released or modified."
 )
 NOTICE_EXISTING = (
     "A run already existed for this idempotency key and was returned unchanged (created: false); nothing new "
@@ -96,6 +125,9 @@ class TrainingService:
         self._env = env
         self._transport = transport
         self._clock = clock or (lambda: datetime.now(UTC))
+        # Positive answers only, each within its freshness window (ITO_TRAINING_CAPABILITIES_TTL_S).
+        self._capabilities_cache: dict[str, tuple[float, Capabilities]] = {}
+        self._identity_cache: dict[tuple[str, str], tuple[float, str]] = {}
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -121,7 +153,9 @@ class TrainingService:
 
     # ------------------------------------------------------------------ the generic door
 
-    async def invoke(self, tool: str, arguments: Mapping[str, Any]) -> Envelope:
+    async def invoke(
+        self, tool: str, arguments: Mapping[str, Any], *, progress: Progress | None = None
+    ) -> Envelope:
         """Run a tool by name with raw arguments, as both doors receive them.
 
         Unknown arguments are refused at gate 0 rather than ignored: an agent that sends
@@ -140,7 +174,10 @@ class TrainingService:
         except Refusal as r:
             return r.envelope(live_api_contacted=False)
         method: Callable[..., Awaitable[Envelope]] = getattr(self, tool)
-        return await method(**{name: arguments.get(name) for name in spec.argument_names})
+        kwargs: dict[str, Any] = {name: arguments.get(name) for name in spec.argument_names}
+        if spec.reports_progress:
+            kwargs["progress"] = progress
+        return await method(**kwargs)
 
     # ------------------------------------------------------------------ gates, in contract order
 
@@ -162,10 +199,14 @@ class TrainingService:
         settings = ManifestSettings.from_env(self.env)
         return await anyio.to_thread.run_sync(digest_manifest_file, path, settings)
 
-    async def _gate_capabilities(self, api: BackendClient) -> Capabilities:
+    async def _gate_capabilities(self, api: BackendClient, settings: BackendSettings) -> Capabilities:
         """Gate 3: the backend offers training and every lifecycle operation. No credential yet."""
         from .backend_models import CONTRACT_VERSION, REQUIRED_OPERATIONS, Capabilities
 
+        origin = settings.endpoint.base_url
+        cached = self._capabilities_cache.get(origin)
+        if cached is not None and time.monotonic() < cached[0]:
+            return cached[1]
         _, caps = await api.request("GET", "/v1/capabilities", Capabilities, gate=Gate.CAPABILITIES, auth=False)
         if caps.contract_version != CONTRACT_VERSION:
             raise Refusal(
@@ -187,20 +228,35 @@ class TrainingService:
                 + ", ".join(missing) + ".",
                 gate=Gate.CAPABILITIES, details={"missing_operations": missing},
             )
+        if settings.capabilities_ttl_s > 0:
+            self._capabilities_cache[origin] = (time.monotonic() + settings.capabilities_ttl_s, caps)
         return caps
 
     def _authenticate(self, api: BackendClient) -> None:
         """Only now, after gate 3, is the credential resolved."""
         api.authenticate(credentials.resolve_credential(self.env))
 
+    async def _account_id(self, api: BackendClient, settings: BackendSettings, gate: Gate) -> str:
+        """`GET /v1/me`, cached per origin and credential within the freshness window."""
+        from .backend_models import Me
+
+        cache_key = (settings.endpoint.base_url, api.credential_fingerprint())
+        cached = self._identity_cache.get(cache_key)
+        if cached is not None and time.monotonic() < cached[0]:
+            return cached[1]
+        _, me = await api.request("GET", "/v1/me", Me, gate=gate)
+        if settings.capabilities_ttl_s > 0:
+            self._identity_cache[cache_key] = (time.monotonic() + settings.capabilities_ttl_s, me.account_id)
+        return me.account_id
+
     async def _gate_entitlement(
         self, api: BackendClient, settings: BackendSettings, booking_id: str
     ) -> tuple[str, Eligibility]:
         """Gate 4: fresh eligibility of this booking, bound to the authenticated account."""
         from .backend_client import segment
-        from .backend_models import Eligibility, Me
+        from .backend_models import Eligibility
 
-        _, me = await api.request("GET", "/v1/me", Me, gate=Gate.ENTITLEMENT)
+        account_id = await self._account_id(api, settings, Gate.ENTITLEMENT)
         _, el = await api.request(
             "GET", f"/v1/bookings/{segment(booking_id)}/training-eligibility", Eligibility, gate=Gate.ENTITLEMENT
         )
@@ -209,7 +265,7 @@ class TrainingService:
             return Refusal(ErrorCode.BOOKING_NOT_ELIGIBLE, message, gate=Gate.ENTITLEMENT,
                            details={"reason": reason, "booking_id": booking_id})
 
-        if el.booking_id != booking_id or el.account_id != me.account_id:
+        if el.booking_id != booking_id or el.account_id != account_id:
             raise not_eligible("mismatch", "The eligibility answer is not bound to this booking and account.")
         if not el.eligible:
             reason = el.reason if el.reason in ELIGIBILITY_REASONS else "not_eligible"
@@ -225,7 +281,7 @@ class TrainingService:
             )
         if el.term_ends_at <= now:
             raise not_eligible("expired", "The booking's term is over.")
-        return me.account_id, el
+        return account_id, el
 
     async def _lookup_by_key(self, api: BackendClient, key: str, gate: Gate) -> Run | None:
         from .backend_models import RunList
@@ -367,7 +423,7 @@ class TrainingService:
             booking = inputs.optional_identifier(booking_id, "booking_id")    # 0 input
             settings = self._gate_availability()                             # 1 availability
             async with self._backend(settings, call) as api:
-                caps = await self._gate_capabilities(api)                    # 3 capabilities
+                caps = await self._gate_capabilities(api, settings)                    # 3 capabilities
                 data: dict[str, Any] = {
                     "available": True,
                     "contract_version": caps.contract_version,
@@ -407,7 +463,7 @@ class TrainingService:
             settings = self._gate_availability()                             # 1 availability
             digested = await self._gate_manifest(path)                       # 2 manifest
             async with self._backend(settings, call) as api:
-                await self._gate_capabilities(api)                           # 3 capabilities
+                await self._gate_capabilities(api, settings)                           # 3 capabilities
                 self._authenticate(api)
                 account_id, _ = await self._gate_entitlement(api, settings, booking)   # 4 entitlement
                 existing = await self._gate_idempotency(api, key, booking, digested.sha256)  # 5 idempotency
@@ -421,6 +477,229 @@ class TrainingService:
             return _submission(run, created=created, recovered=recovered), notice
 
         return await self._run("submit_training", body)
+
+    # ------------------------------------------------------------------ lifecycle (read-only)
+
+    @asynccontextmanager
+    async def _authenticated(self, call: Call) -> AsyncIterator[tuple[BackendClient, BackendSettings]]:
+        """Gates 1 and 3, then the credential: what every lifecycle operation needs first."""
+        settings = self._gate_availability()                             # 1 availability
+        async with self._backend(settings, call) as api:
+            await self._gate_capabilities(api, settings)                 # 3 capabilities
+            self._authenticate(api)
+            yield api, settings
+
+    async def _get_run(self, api: BackendClient, run_id: str) -> Run:
+        from .backend_client import run_path
+        from .backend_models import Run
+
+        _, run = await api.request("GET", run_path(run_id), Run, gate=None)
+        if run.run_id != run_id:
+            raise Refusal(ErrorCode.BACKEND_INVALID_RESPONSE, "The backend answered with another run.", gate=None)
+        return run
+
+    async def training_status(
+        self,
+        run_id: object = None,
+        idempotency_key: object = None,
+        wait_seconds: object = None,
+        *,
+        progress: Progress | None = None,
+    ) -> Envelope:
+        async def body(call: Call) -> Outcome:
+            run_ref = inputs.optional_identifier(run_id, "run_id")           # 0 input
+            key = None if idempotency_key is None else inputs.idempotency_key(idempotency_key)
+            if (run_ref is None) == (key is None):
+                raise Refusal(
+                    ErrorCode.INVALID_INPUT, "Give exactly one of run_id or idempotency_key.", gate=Gate.INPUT,
+                    details={"argument": "run_id", "problem": "exactly_one_of_run_id_or_idempotency_key"},
+                )
+            wait = inputs.bounded_int(wait_seconds, "wait_seconds", default=0, low=0, high=inputs.MAX_WAIT_SECONDS)
+            async with self._authenticated(call) as (api, settings):
+                if run_ref is None:
+                    assert key is not None
+                    found = await self._lookup_by_key(api, key, Gate.IDEMPOTENCY)
+                    if found is None:
+                        return {"found": False, "idempotency_key": key, "run_id": None, "state": None}, NOTICE_NO_RUN
+                    run_ref = found.run_id
+                run, waited, timed_out = await self._poll(api, settings, run_ref, wait, progress)
+            data = _run_status(run)
+            data["wait"] = {"requested_s": wait, "waited_s": round(waited, 3), "timed_out": timed_out}
+            return data, _status_notice(run, timed_out)
+
+        return await self._run("training_status", body)
+
+    async def _poll(
+        self, api: BackendClient, settings: BackendSettings, run_id: str, wait_s: int, progress: Progress | None
+    ) -> tuple[Run, float, bool]:
+        """Fetch the run; with a wait, poll with bounded backoff until terminal or the deadline.
+
+        A revoked credential raises at once (no further request). Progress goes up with elapsed
+        time, so clients can draw a bar; its message names the state and the current stage.
+        """
+        from .backend_models import TERMINAL_STATES
+
+        started = time.monotonic()
+        interval = settings.poll_interval_s
+        last_progress = -1.0
+        while True:
+            run = await self._get_run(api, run_id)
+            elapsed = time.monotonic() - started
+            terminal = run.state in TERMINAL_STATES
+            if progress is not None and wait_s > 0:
+                value = float(wait_s) if terminal else max(min(elapsed, float(wait_s)), last_progress + 0.001)
+                if value > last_progress:
+                    last_progress = value
+                    await progress(value, float(wait_s), _progress_message(run))
+            if terminal or wait_s == 0:
+                return run, elapsed, False
+            remaining = wait_s - elapsed
+            if remaining <= 0:
+                return run, elapsed, True
+            await anyio.sleep(min(interval, remaining))
+            interval = min(interval * 1.5, max(settings.poll_interval_s, 10.0))
+
+    async def training_logs(self, run_id: object, cursor: object = None, limit: object = None) -> Envelope:
+        async def body(call: Call) -> Outcome:
+            from .backend_client import run_path
+            from .backend_models import Logs
+
+            run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            page_cursor = inputs.cursor(cursor)
+            page_limit = inputs.bounded_int(limit, "limit", default=200, low=1, high=inputs.MAX_LOG_LIMIT)
+            params: dict[str, str | int] = {"limit": page_limit}
+            if page_cursor is not None:
+                params["cursor"] = page_cursor
+            async with self._authenticated(call) as (api, _):
+                _, logs = await api.request("GET", run_path(run_ref, "/logs"), Logs, gate=None, params=params)
+            lines = [
+                {"ts": line.model_dump(mode="json")["ts"], "stage": line.stage, "message": _safe_text(line.message)}
+                for line in logs.lines
+            ]
+            data = {"run_id": run_ref, "lines": lines, "next_cursor": logs.next_cursor}
+            return data, NOTICE_LOGS if logs.next_cursor else NOTICE_LOGS_END
+
+        return await self._run("training_logs", body)
+
+    async def training_metrics(self, run_id: object) -> Envelope:
+        async def body(call: Call) -> Outcome:
+            from .backend_client import run_path
+            from .backend_models import Metrics
+
+            run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            async with self._authenticated(call) as (api, _):
+                _, metrics = await api.request("GET", run_path(run_ref, "/metrics"), Metrics, gate=None)
+            return {"run_id": run_ref, **metrics.model_dump(mode="json")}, NOTICE_READ_ONLY
+
+        return await self._run("training_metrics", body)
+
+    async def list_checkpoints(self, run_id: object) -> Envelope:
+        async def body(call: Call) -> Outcome:
+            from .backend_client import run_path
+            from .backend_models import Checkpoints
+
+            run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            async with self._authenticated(call) as (api, _):
+                _, found = await api.request("GET", run_path(run_ref, "/checkpoints"), Checkpoints, gate=None)
+            checkpoints = [
+                {**c.model_dump(mode="json"), "uri": _safe_text(c.uri)} for c in found.checkpoints
+            ]
+            return {"run_id": run_ref, "checkpoints": checkpoints}, NOTICE_READ_ONLY
+
+        return await self._run("list_checkpoints", body)
+
+    # ------------------------------------------------------------------ lifecycle mutations
+
+    async def cancel_training(self, run_id: object, confirmation_ref: object, idempotency_key: object) -> Envelope:
+        return await self._run_mutation("cancel_training", "cancel", run_id, confirmation_ref, idempotency_key)
+
+    async def cleanup_training(self, run_id: object, confirmation_ref: object, idempotency_key: object) -> Envelope:
+        return await self._run_mutation("cleanup_training", "cleanup", run_id, confirmation_ref, idempotency_key)
+
+    async def _run_mutation(
+        self, tool: str, action: str, run_id: object, confirmation_ref: object, idempotency_key: object
+    ) -> Envelope:
+        """Cancel and cleanup: their own confirmation (bound to the run) and their own idempotency key.
+
+        The confirmation is checked before the request for account, action and run. Whether it is
+        consumed or expired is left to the backend, which is authoritative and replays the stored
+        result for a retry with the same key (a retry must not be refused for using the
+        confirmation it already used). Ambiguous answers are resolved by status, then by resending
+        the same key and body, a bounded number of times.
+        """
+
+        async def body(call: Call) -> Outcome:
+            run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            key = inputs.idempotency_key(idempotency_key)
+            ref = inputs.confirmation_ref(confirmation_ref)
+            async with self._authenticated(call) as (api, settings):         # 1, 3
+                account_id = await self._account_id(api, settings, Gate.CONFIRMATION)
+                await self._gate_action_confirmation(api, ref, account_id, run_ref, f"training.{action}")  # 6
+                result, recovered = await self._send_mutation(api, settings, action, run_ref, ref, key)  # 7
+            return _mutation_data(action, run_ref, key, result, recovered), _mutation_notice(action)
+
+        return await self._run(tool, body)
+
+    async def _gate_action_confirmation(
+        self, api: BackendClient, ref: str, account_id: str, run_id: str, action: str
+    ) -> None:
+        from .backend_client import segment
+        from .backend_models import Confirmation
+
+        _, c = await api.request("GET", f"/v1/confirmations/{segment(ref)}", Confirmation, gate=Gate.CONFIRMATION)
+        reason = None
+        if c.ref != ref or c.account_id != account_id:
+            reason = "account"
+        elif c.action != action:
+            reason = "action"
+        elif c.run_id != run_id:
+            reason = "run"
+        if reason is not None:
+            raise Refusal(
+                ErrorCode.CONFIRMATION_MISMATCH,
+                f"The confirmation is not for {action} of this run by this account ({reason}).",
+                gate=Gate.CONFIRMATION, details={"reason": reason, "confirmation_ref": ref},
+            )
+
+    async def _send_mutation(
+        self, api: BackendClient, settings: BackendSettings, action: str, run_id: str, ref: str, key: str
+    ) -> tuple[Any, bool]:
+        from .backend_client import BackendRefusal, run_path
+        from .backend_models import CleanupResult, Run
+
+        model: type[Run] | type[CleanupResult] = Run if action == "cancel" else CleanupResult
+        last: BackendRefusal | None = None
+        for round_ in range(settings.recovery_attempts + 1):
+            if round_ > 0:
+                await anyio.sleep(RECOVERY_BACKOFF_S[min(round_ - 1, len(RECOVERY_BACKOFF_S) - 1)])
+                try:
+                    await self._get_run(api, run_id)  # status first, as after an ambiguous submit
+                except BackendRefusal as r:
+                    if r.code in (ErrorCode.CREDENTIAL_REVOKED, ErrorCode.AUTH_REJECTED, ErrorCode.RUN_NOT_FOUND):
+                        raise
+            try:
+                _, result = await api.request(
+                    "POST", run_path(run_id, f"/{action}"), model, gate=Gate.CREATE,
+                    json_body={"confirmation_ref": ref}, idempotency_key=key, mutation=True,
+                )
+            except BackendRefusal as r:
+                if not r.ambiguous:
+                    raise
+                last = r
+                continue
+            return result, round_ > 0
+        raise Refusal(
+            ErrorCode.SUBMISSION_OUTCOME_UNKNOWN,
+            f"The {action} request got no trustworthy answer after {settings.recovery_attempts + 1} attempts with "
+            "the same idempotency key; it may or may not have taken effect.",
+            gate=Gate.CREATE,
+            details={"action": action, "run_id": run_id, "idempotency_key": key,
+                     "last_code": last.code.value if last else None},
+            next_step=(
+                f"Call training_status with run_id to see the run's state; if the {action} has not happened, retry "
+                f"{action}_training with the same idempotency_key and confirmation_ref. Never use a new key."
+            ),
+        )
 
 
 def _submission(run: Run, *, created: bool, recovered: bool) -> dict[str, Any]:
@@ -438,3 +717,70 @@ def _submission(run: Run, *, created: bool, recovered: bool) -> dict[str, Any]:
         "updated_at": data["updated_at"],
         "stages": data["stages"],
     }
+
+
+def _run_status(run: Run) -> dict[str, Any]:
+    """Everything the backend reports about the run, stage gates and evals exactly as reported."""
+    data = run.as_data()
+    data["found"] = True
+    data["terminal"] = run.state in _terminal_states()
+    data["failed_gates"] = [stage["name"] for stage in data["stages"] if stage["gate"]["status"] == "failed"]
+    return data
+
+
+def _terminal_states() -> frozenset[Any]:
+    from .backend_models import TERMINAL_STATES
+
+    return TERMINAL_STATES
+
+
+def _progress_message(run: Run) -> str:
+    passed = sum(1 for stage in run.stages if stage.gate.status == "passed")
+    current = next((stage.name for stage in run.stages if stage.state == "running"), None)
+    where = f", stage {current}" if current else ""
+    return f"run {run.run_id}: {run.state.value}{where} ({passed}/{len(run.stages)} gates passed)"
+
+
+def _status_notice(run: Run, timed_out: bool) -> str:
+    from .backend_models import RunState
+
+    if run.state is RunState.GATE_FAILED:
+        return NOTICE_GATE_FAILED
+    if timed_out:
+        return NOTICE_STILL_RUNNING
+    if run.state in _terminal_states():
+        return NOTICE_TERMINAL
+    return NOTICE_STATUS
+
+
+def _safe_text(text: str) -> str:
+    """Backend text is relayed as is, unless it looks like it holds a credential."""
+    from .secret_scan import value_kinds
+
+    kinds = value_kinds(text)
+    return f"<redacted: looked like a credential ({', '.join(kinds)})>" if kinds else text
+
+
+def _mutation_data(action: str, run_id: str, key: str, result: Any, recovered: bool) -> dict[str, Any]:
+    from .backend_models import CleanupResult, Run
+
+    data: dict[str, Any] = {"action": action, "run_id": run_id, "idempotency_key": key,
+                            "recovered_after_ambiguous_response": recovered}
+    if isinstance(result, Run):
+        data.update(_run_status(result))
+    elif isinstance(result, CleanupResult):
+        if not result.booking_untouched:
+            raise Refusal(
+                ErrorCode.BACKEND_INVALID_RESPONSE,
+                "The backend reports that cleanup modified the booking, which this product never authorises.",
+                gate=Gate.CREATE, details={"run_id": run_id, "booking_untouched": False},
+                next_step="Tell the user at once: the booking may have been changed without their authorisation.",
+            )
+        data.update({"cleaned": list(result.cleaned), "booking_untouched": True})
+    return data
+
+
+def _mutation_notice(action: str) -> str:
+    if action == "cancel":
+        return NOTICE_CANCELLED
+    return NOTICE_CLEANED

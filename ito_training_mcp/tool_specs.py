@@ -22,8 +22,12 @@ _MANIFEST = (
 )
 _CONFIRMATION = (
     "Opaque reference of the confirmation the user created out of band for exactly this digest. It is not a "
-    "credential and authorises nothing by itself; empty means the user has not confirmed yet."
+    "credential and authorises nothing by itself; empty means the user has not confirmed yet (refused with "
+    "CONFIRMATION_REQUIRED)."
 )
+# An empty reference is a valid call that the server refuses with CONFIRMATION_REQUIRED, so the
+# published schema admits it: a client validating arguments must still reach that refusal.
+OPTIONAL_ID_PATTERN = r"^[A-Za-z0-9._:-]{0,128}$"
 _KEY = (
     "Stable idempotency key chosen once per intended run (16-255 chars of A-Z a-z 0-9 . _ : -). Reuse the "
     "same key, with the same manifest, for every retry; never mint a new key after an error."
@@ -48,7 +52,7 @@ class DigestArgs(_Args):
 class SubmitArgs(_Args):
     booking_id: str = Field(pattern=ID_PATTERN, description=_BOOKING)
     manifest_path: str = Field(description=_MANIFEST, max_length=4096)
-    confirmation_ref: str = Field(pattern=ID_PATTERN, description=_CONFIRMATION)
+    confirmation_ref: str = Field(pattern=OPTIONAL_ID_PATTERN, description=_CONFIRMATION)
     idempotency_key: str = Field(pattern=KEY_PATTERN, description=_KEY)
 
 
@@ -75,8 +79,9 @@ class LogsArgs(RunArgs):
 
 class RunMutationArgs(RunArgs):
     confirmation_ref: str = Field(
-        pattern=ID_PATTERN,
-        description="Reference of the confirmation the user created out of band for this action on this run.",
+        pattern=OPTIONAL_ID_PATTERN,
+        description="Reference of the confirmation the user created out of band for this action on this run; "
+                    "empty means the user has not confirmed yet (refused with CONFIRMATION_REQUIRED).",
     )
     idempotency_key: str = Field(pattern=KEY_PATTERN, description=_KEY.replace("run", "action"))
 
@@ -96,6 +101,7 @@ class ToolSpec:
     description: str
     arguments: type[_Args]
     hints: Hints
+    reports_progress: bool = False
 
     @property
     def argument_names(self) -> frozenset[str]:
@@ -160,5 +166,81 @@ SUBMIT = ToolSpec(
     hints=Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
 )
 
+_READ = Hints(read_only=True, destructive=False, idempotent=True, open_world=True)
+
+STATUS = ToolSpec(
+    name="training_status",
+    title="Training run status",
+    description=(
+        "Report a training run's state and every stage with its eval gate and results exactly as the backend "
+        "reports them. Give run_id, or the idempotency_key of a submit whose outcome was unknown (this is how "
+        "to recover after SUBMISSION_OUTCOME_UNKNOWN; found: false means no run exists for that key). With "
+        "wait_seconds it polls until the run finishes or the time is up, sending progress notifications. "
+        "Read-only. A failed gate is final: report it, never work around it. CREDENTIAL_REVOKED stops the wait at "
+        "once; never start a login." + _REFUSAL
+    ),
+    arguments=StatusArgs,
+    hints=_READ,
+    reports_progress=True,
+)
+
+LOGS = ToolSpec(
+    name="training_logs",
+    title="Training run logs",
+    description=(
+        "Page through a run's log lines, oldest first: pass next_cursor back as cursor to continue; every line "
+        "appears exactly once across pages. Lines that look like they hold a credential are redacted. Read-only."
+        + _REFUSAL
+    ),
+    arguments=LogsArgs,
+    hints=_READ,
+)
+
+METRICS = ToolSpec(
+    name="training_metrics",
+    title="Training run metrics",
+    description=(
+        "A run's current metrics as the backend reports them: goodput, interruption rate, checkpoint bandwidth, "
+        "step, loss and cost to date (decimal USD). Read-only." + _REFUSAL
+    ),
+    arguments=RunArgs,
+    hints=_READ,
+)
+
+CHECKPOINTS = ToolSpec(
+    name="list_checkpoints",
+    title="List training checkpoints",
+    description="A run's checkpoints (id, step, time, size, storage URI). Read-only." + _REFUSAL,
+    arguments=RunArgs,
+    hints=_READ,
+)
+
+CANCEL = ToolSpec(
+    name="cancel_training",
+    title="Cancel a training run",
+    description=(
+        "Cancel a running training run. Needs its own confirmation, created by the user out of band for "
+        "training.cancel of this run (not the submit confirmation), and its own idempotency key: a retry with the "
+        "same key returns the same result. A finished run is RUN_NOT_CANCELLABLE. Never touches the booking."
+        + _REFUSAL + _NEVER
+    ),
+    arguments=RunMutationArgs,
+    hints=Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
+)
+
+CLEANUP = ToolSpec(
+    name="cleanup_training",
+    title="Clean up a finished training run",
+    description=(
+        "Remove a finished run's artefacts and report exactly what was cleaned. Needs its own confirmation, "
+        "created by the user out of band for training.cleanup of this run, and its own idempotency key. It never "
+        "releases or modifies the booking: that is a separate economic action this product does not take."
+        + _REFUSAL + _NEVER
+    ),
+    arguments=RunMutationArgs,
+    hints=Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
+)
+
 CORE_TOOLS: tuple[ToolSpec, ...] = (CHECK, DIGEST, SUBMIT)
-ALL_TOOLS: tuple[ToolSpec, ...] = CORE_TOOLS
+LIFECYCLE_TOOLS: tuple[ToolSpec, ...] = (STATUS, LOGS, METRICS, CHECKPOINTS, CANCEL, CLEANUP)
+ALL_TOOLS: tuple[ToolSpec, ...] = CORE_TOOLS + LIFECYCLE_TOOLS

@@ -111,3 +111,52 @@ def connect(mode: str) -> ClientFactory:
 
 def server_command() -> list[str]:
     return [sys.executable, "-m", "ito_training_mcp"]
+
+
+# ---------------------------------------------------------------------- the reference backend
+
+
+@pytest.fixture
+def backend() -> Iterator[Any]:
+    """A fresh reference backend on loopback (real HTTP, real SQLite), stopped after the test."""
+    from ito_training_mcp.reference_backend import ReferenceBackend
+
+    with ReferenceBackend() as running:
+        yield running
+
+
+class World:
+    """One tenant on the reference backend: account, token, a completed booking, and an env for the server."""
+
+    def __init__(self, backend: Any, *, timeout_s: float = 2.0) -> None:
+        self.backend = backend
+        self.op = backend.op
+        self.account = self.op.account()
+        self.token_id, self.token = self.op.token(self.account)
+        self.booking = self.op.booking(self.account, nodes=2, gpus_per_node=8, fabric="infiniband")["booking_id"]
+        self.env = {
+            "ITO_API_URL": backend.url,
+            "ITO_API_KEY": self.token,
+            "ITO_TRAINING_TIMEOUT_S": str(timeout_s),
+            "ITO_TRAINING_CONNECT_TIMEOUT_S": "1",
+            "ITO_TRAINING_POLL_INTERVAL_S": "0.05",
+            "ITO_TRAINING_CAPABILITIES_TTL_S": "0",
+        }
+
+    def service(self, **env: str) -> TrainingService:
+        return TrainingService({**self.env, **env})
+
+    def confirm(self, sha256: str, *, action: str = "training.create", max_cost: str = "1500.00",
+                booking: str | None = None, run_id: str | None = None, account: str | None = None,
+                expires_in_s: float = 600) -> str:
+        c = self.op.confirmation(account or self.account, action, booking or self.booking, max_cost,
+                                 manifest_sha256=sha256, run_id=run_id, expires_in_s=expires_in_s)
+        return str(c["ref"])
+
+    def backend_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.op.requests() if r["path"].startswith("/v1/")]
+
+
+@pytest.fixture
+def world(backend: Any) -> World:
+    return World(backend)

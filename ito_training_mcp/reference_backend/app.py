@@ -1,0 +1,96 @@
+"""`create_app`: the reference backend as one Starlette application.
+
+Routes: the public `/v1` API (public.py) and the operator API under `/operator` (operator.py,
+behind its guard). A small ASGI middleware records every `/v1` call (method, path, status,
+fault) for tests: never headers, never bodies.
+"""
+
+from __future__ import annotations
+
+import math
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import public
+from .errors import ApiError, not_found
+from .faults import install_log_filter
+from .operator import OperatorApi, OperatorGuard
+from .state import Backend
+from .store import Store
+from .wire import JSON_TYPE, Reply
+
+MIN_OPERATOR_TOKEN_CHARS = 16
+MAX_AUTO_ADVANCE_S = 3600.0
+
+
+class RequestLog:
+    """Appends an entry when a /v1 request arrives (status null) and fills in the status sent."""
+
+    def __init__(self, app: ASGIApp, backend: Backend) -> None:
+        self.app, self.backend = app, backend
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not str(scope["path"]).startswith("/v1"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        key = headers.get(b"idempotency-key")
+        entry: dict[str, object] = {
+            "method": scope["method"], "path": scope["path"],
+            "query": bytes(scope.get("query_string", b"")).decode("latin-1")[:1024],
+            "idempotency_key": None if key is None else key.decode("latin-1")[:255],
+            "route": None, "fault": None, "status": None,
+        }
+        scope["ito.request_log"] = entry
+        self.backend.requests.append(entry)
+
+        async def recording_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                entry["status"] = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, recording_send)
+
+
+def _reply(reply: Reply) -> Response:
+    return Response(reply.content(), status_code=reply.status,
+                    headers={"Cache-Control": "no-store", **reply.headers}, media_type=JSON_TYPE)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status == 404:
+        return _reply(Reply.error(not_found()))
+    if status == 405:
+        return _reply(Reply.error(ApiError(405, "method_not_allowed", "Method not allowed on this path.")))
+    return _reply(Reply.error(ApiError(status, "http_error", "The request could not be handled.")))
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    return _reply(Reply.error(ApiError(500, "internal_error", "The reference backend hit an internal error.")))
+
+
+def create_app(db_path: str, *, operator_token: str, auto_advance_s: float | None = None) -> Starlette:
+    """Build the app over the SQLite database at `db_path` (created if missing)."""
+    if len(operator_token) < MIN_OPERATOR_TOKEN_CHARS:
+        raise ValueError(f"operator_token must be at least {MIN_OPERATOR_TOKEN_CHARS} characters")
+    if auto_advance_s is not None and not (
+        math.isfinite(auto_advance_s) and 0 < auto_advance_s <= MAX_AUTO_ADVANCE_S
+    ):
+        raise ValueError(f"auto_advance_s must be in (0, {MAX_AUTO_ADVANCE_S}]")
+    install_log_filter()
+    backend = Backend(store=Store(db_path), operator_token=operator_token, auto_advance_s=auto_advance_s)
+    operator_app = OperatorGuard(backend, OperatorApi(backend).router())
+    app = Starlette(
+        routes=[*public.routes(backend), Mount("/operator", app=operator_app)],
+        middleware=[Middleware(RequestLog, backend=backend)],
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
+    app.state.backend = backend
+    return app

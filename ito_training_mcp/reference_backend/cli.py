@@ -1,0 +1,139 @@
+"""`ito-training backend`: run the reference backend as a local server.
+
+Loopback only unless --allow-non-loopback (the operator API answers loopback clients only in
+any case). The operator token lives in a 0600 file, generated on first use; it is never printed,
+logged or put on the command line: the server prints the file's path and its URL instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import secrets
+import sqlite3
+import stat
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+MIN_TOKEN_CHARS = 16
+MAX_TOKEN_FILE_BYTES = 4096
+
+
+class TokenFileError(Exception):
+    pass
+
+
+def _is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def operator_token(path: str) -> str:
+    """Read the token file (owner-only, regular, not a symlink) or create it with a fresh token."""
+    flags = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flags, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise TokenFileError(f"cannot create the operator token file ({exc.strerror})") from None
+    else:
+        token = secrets.token_urlsafe(32)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token + "\n")
+        return token
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | flags)
+    except OSError as exc:
+        raise TokenFileError(f"cannot open the operator token file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise TokenFileError("the operator token file is not a regular file")
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise TokenFileError("the operator token file must be owned by you and mode 0600")
+        content = handle.read(MAX_TOKEN_FILE_BYTES + 1)
+    token = content.decode("utf-8", "replace").strip()
+    if len(content) > MAX_TOKEN_FILE_BYTES or len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
+        raise TokenFileError(f"the operator token file must hold one token of at least {MIN_TOKEN_CHARS} characters")
+    return token
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ito-training backend", allow_abbrev=False,
+        description="Run the reference ito.training.v1 backend (a conformance and demo server; it trains nothing).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--allow-non-loopback", action="store_true",
+                        help="allow binding a non-loopback address (plain HTTP: demos on trusted networks only)")
+    parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    parser.add_argument("--db", default="ito-reference-backend.sqlite3", help="SQLite database path")
+    parser.add_argument("--operator-token-file", default=None,
+                        help="operator token file (default: <db>.operator-token; created 0600 if missing)")
+    parser.add_argument("--auto-advance-s", type=float, default=None,
+                        help="advance every active run one step per this many seconds (demos)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    if not _is_loopback_host(args.host) and not args.allow_non_loopback:
+        print("ito-training backend: refusing a non-loopback --host without --allow-non-loopback", file=sys.stderr)
+        return 2
+    if not 0 <= args.port <= 65535:
+        print("ito-training backend: --port must be 0-65535", file=sys.stderr)
+        return 2
+    token_path = args.operator_token_file or f"{args.db}.operator-token"
+    try:
+        token = operator_token(token_path)
+    except TokenFileError as exc:
+        print(f"ito-training backend: {exc}: {token_path}", file=sys.stderr)
+        return 2
+
+    import uvicorn  # lazy: only this command needs the server stack
+
+    from .app import create_app
+
+    try:
+        app = create_app(args.db, operator_token=token, auto_advance_s=args.auto_advance_s)
+    except (ValueError, OSError, sqlite3.Error) as exc:
+        print(f"ito-training backend: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+    db_shown, token_shown = Path(args.db).resolve(), Path(token_path).resolve()
+
+    class _Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                port = self.servers[0].sockets[0].getsockname()[1]
+                host = f"[{args.host}]" if ":" in args.host else args.host
+                print(f"ito-training backend: listening on http://{host}:{port}\n"
+                      f"  database: {db_shown}\n"
+                      f"  operator token file: {token_shown} (loopback clients only)",
+                      file=sys.stderr, flush=True)
+
+    server = _Announcing(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="off",
+                                        timeout_graceful_shutdown=2))
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits this way when it cannot bind
+        return 1
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled after a graceful shutdown
+        print("ito-training backend: stopped", file=sys.stderr)
+        return 0
+    finally:
+        app.state.backend.store.close()
+    return 0 if server.started else 1

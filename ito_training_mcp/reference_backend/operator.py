@@ -1,0 +1,318 @@
+"""Operator API (`/operator/...`): the human's desk actions, and the test/demo controls.
+
+Not part of the canonical API. It answers only a loopback client presenting the operator token
+(compared in constant time); anything else gets the same 404 as an unknown path, so the API's
+existence is not disclosed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import re
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..inputs import ID_PATTERN
+from . import lifecycle, policy
+from .errors import ApiError, invalid_request, not_found
+from .lifecycle import LifecycleError, RunRecord
+from .public import READ, WRITE, confirmation_view
+from .state import Backend
+from .store import new_id, rfc3339
+from .wire import JSON_TYPE, Reply, bearer, is_loopback, json_object, only_keys, send_reply
+
+_ID_RE = re.compile(ID_PATTERN)
+_MONEY_RE = re.compile(r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,2})?$")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9._:/+-]{1,64}$")
+_EVAL_KEY_RE = re.compile(r"^[A-Za-z0-9._:/-]{1,64}$")
+BOOKING_STATES = ("completed", "expired", "revoked", "released", "incomplete")
+ACTIONS = ("training.create", "training.cancel", "training.cleanup")
+TEN_YEARS_S = 10 * 365 * 86400
+
+
+class OperatorGuard:
+    """Loopback client and operator bearer token, or a 404 indistinguishable from a missing path."""
+
+    def __init__(self, backend: Backend, app: ASGIApp) -> None:
+        self.backend, self.app = backend, app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client = scope.get("client")
+        token = bearer(Request(scope))
+        allowed = (
+            is_loopback(client[0] if client else None)
+            and token is not None
+            and hmac.compare_digest(token.encode(), self.backend.operator_token.encode())
+        )
+        if not allowed:
+            await send_reply(send, Reply.error(not_found()))
+            return
+        await self.app(scope, receive, send)
+
+
+# -- field validation ----------------------------------------------------------------------------
+def _id(body: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
+        raise invalid_request(f"{name} must be 1-128 characters of A-Z a-z 0-9 . _ : -.")
+    return value
+
+
+def _number(body: dict[str, Any], name: str, low: float, high: float, default: float | None) -> float | None:
+    value = body.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise invalid_request(f"{name} must be a number.")
+    if not low <= value <= high:
+        raise invalid_request(f"{name} must be between {low} and {high}.")
+    return float(value)
+
+
+def _int(body: dict[str, Any], name: str, low: int, high: int, default: int) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise invalid_request(f"{name} must be an integer from {low} to {high}.")
+    return value
+
+
+def _label(body: dict[str, Any], name: str, default: str) -> str:
+    value = body.get(name, default)
+    if not isinstance(value, str) or not _LABEL_RE.fullmatch(value):
+        raise invalid_request(f"{name} must be 1-64 characters of A-Z a-z 0-9 . _ : / + -.")
+    return value
+
+
+def _money(body: dict[str, Any], name: str, default: str | None = None) -> str:
+    value = body.get(name, default)
+    if not isinstance(value, str) or not _MONEY_RE.fullmatch(value):
+        raise invalid_request(f'{name} must be a decimal string such as "1500.00".')
+    return f"{Decimal(value):.2f}"
+
+
+def _labels(body: dict[str, Any], name: str, default: tuple[str, ...]) -> list[str]:
+    value = body.get(name, list(default))
+    if (not isinstance(value, list) or not 0 < len(value) <= 32
+            or not all(isinstance(v, str) and 0 < len(v) <= 256 for v in value)):
+        raise invalid_request(f"{name} must be a list of 1-32 short strings.")
+    return list(value)
+
+
+def _run_view(rec: RunRecord) -> dict[str, Any]:
+    return rec.public(rfc3339)
+
+
+def booking_view(row: Any) -> dict[str, Any]:
+    return {
+        "booking_id": row["booking_id"], "account_id": row["account_id"], "state": row["state"], "gpu": row["gpu"],
+        "nodes": row["nodes"], "gpus_per_node": row["gpus_per_node"], "region": row["region"],
+        "fabric": row["fabric"], "term_ends_at": rfc3339(row["term_ends_at"]),
+        "checked_at_offset_s": row["checked_at_offset_s"], "created_at": rfc3339(row["created_at"]),
+        "updated_at": rfc3339(row["updated_at"]), "updated_at_epoch": row["updated_at"],
+    }
+
+
+class OperatorApi:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.store = backend.store
+
+    def _account(self, body: dict[str, Any]) -> str:
+        account_id = _id(body, "account_id")
+        assert account_id is not None
+        if self.store.account(account_id) is None:
+            raise ApiError(404, "account_not_found", "No such account.")
+        return account_id
+
+    async def accounts(self, request: Request) -> Reply:
+        body = await json_object(request, allow_empty=True)
+        only_keys(body, (), ("account_id", "budget_limit_usd", "allowed_data_schemes", "allowed_checkpoint_prefixes"))
+        account_id = _id(body, "account_id", required=False) or new_id("acct")
+        created = self.store.create_account(
+            account_id,
+            budget_limit_usd=_money(body, "budget_limit_usd", policy.DEFAULT_BUDGET_LIMIT_USD),
+            data_schemes=_labels(body, "allowed_data_schemes", policy.DEFAULT_DATA_SCHEMES),
+            checkpoint_prefixes=_labels(body, "allowed_checkpoint_prefixes", policy.DEFAULT_CHECKPOINT_PREFIXES),
+        )
+        if not created:
+            raise ApiError(409, "account_exists", "That account already exists.")
+        return Reply(201, {"account_id": account_id})
+
+    async def tokens(self, request: Request) -> Reply:
+        body = await json_object(request)
+        only_keys(body, ("account_id",), ("scopes", "expires_in_s"))
+        account_id = self._account(body)
+        scopes = body.get("scopes", [READ, WRITE])
+        if not isinstance(scopes, list) or not all(s in (READ, WRITE) for s in scopes):
+            raise invalid_request(f"scopes must be a list drawn from {READ} and {WRITE}.")
+        expires_in_s = _number(body, "expires_in_s", -TEN_YEARS_S, TEN_YEARS_S, None)
+        token_id, token = self.store.create_token(account_id, sorted(set(scopes)), expires_in_s)
+        return Reply(201, {"token_id": token_id, "token": token})
+
+    async def revoke(self, request: Request) -> Reply:
+        token_id = str(request.path_params["token_id"])
+        if not self.store.revoke_token(token_id):
+            raise ApiError(404, "token_not_found", "No such token.")
+        return Reply(200, {"token_id": token_id, "revoked": True})
+
+    async def create_booking(self, request: Request) -> Reply:
+        body = await json_object(request)
+        only_keys(body, ("account_id",), ("booking_id", "state", "gpu", "nodes", "gpus_per_node", "region", "fabric",
+                                          "term_ends_in_s", "checked_at_offset_s"))
+        account_id = self._account(body)
+        state = body.get("state", "completed")
+        if state not in BOOKING_STATES:
+            raise invalid_request(f"state must be one of {', '.join(BOOKING_STATES)}.")
+        booking_id = _id(body, "booking_id", required=False) or new_id("bk")
+        now = self.store.clock()
+        term = _number(body, "term_ends_in_s", -TEN_YEARS_S, TEN_YEARS_S, 7 * 86400)
+        offset = _number(body, "checked_at_offset_s", -30 * 86400, 86400, 0)
+        assert term is not None
+        assert offset is not None
+        created = self.store.insert_booking({
+            "booking_id": booking_id, "account_id": account_id, "state": state,
+            "gpu": _label(body, "gpu", "H100-80GB"), "nodes": _int(body, "nodes", 1, 1024, 1),
+            "gpus_per_node": _int(body, "gpus_per_node", 1, 16, 8), "region": _label(body, "region", "eu-central-1"),
+            "fabric": _label(body, "fabric", "infiniband"), "term_ends_at": now + term, "checked_at_offset_s": offset,
+        })
+        if not created:
+            raise ApiError(409, "booking_exists", "That booking already exists.")
+        return Reply(201, booking_view(self.store.booking(booking_id)))
+
+    async def get_booking(self, request: Request) -> Reply:
+        row = self.store.booking(str(request.path_params["booking_id"]))
+        if row is None:
+            raise ApiError(404, "booking_not_found", "No such booking.")
+        return Reply(200, booking_view(row))
+
+    async def confirmations(self, request: Request) -> Reply:
+        body = await json_object(request)
+        only_keys(body, ("account_id", "action", "booking_id", "max_cost_usd"),
+                  ("ref", "run_id", "manifest_sha256", "expires_in_s"))
+        account_id = self._account(body)
+        if body["action"] not in ACTIONS:
+            raise invalid_request(f"action must be one of {', '.join(ACTIONS)}.")
+        digest = body.get("manifest_sha256")
+        if digest is not None and (not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest)):
+            raise invalid_request("manifest_sha256 must be 64 lowercase hex characters.")
+        expires_in_s = _number(body, "expires_in_s", -TEN_YEARS_S, TEN_YEARS_S, 600)
+        assert expires_in_s is not None
+        ref = _id(body, "ref", required=False) or new_id("cnf")
+        created = self.store.insert_confirmation({
+            "ref": ref, "account_id": account_id, "action": body["action"], "booking_id": _id(body, "booking_id"),
+            "run_id": _id(body, "run_id", required=False), "manifest_sha256": digest,
+            "max_cost_usd": _money(body, "max_cost_usd"), "expires_at": self.store.clock() + expires_in_s,
+        })
+        if not created:
+            raise ApiError(409, "confirmation_exists", "That confirmation ref already exists.")
+        row = self.store.confirmation(ref)
+        assert row is not None
+        return Reply(201, confirmation_view(row))
+
+    async def capabilities(self, request: Request) -> Reply:
+        body = await json_object(request)
+        only_keys(body, ("available", "operations"))
+        operations = body["operations"]
+        if not isinstance(body["available"], bool):
+            raise invalid_request("available must be a boolean.")
+        if (not isinstance(operations, list) or len(operations) > 32
+                or not all(isinstance(o, str) and 0 < len(o) <= 64 for o in operations)):
+            raise invalid_request("operations must be a list of at most 32 short strings.")
+        self.store.put_setting("capabilities", {"available": body["available"], "operations": operations})
+        return Reply(200, self.backend.capabilities())
+
+    async def add_fault(self, request: Request) -> Reply:
+        fault = self.backend.faults.add(await json_object(request))
+        return Reply(201, {"fault_id": fault.fault_id})
+
+    async def list_faults(self, request: Request) -> Reply:
+        return Reply(200, {"faults": self.backend.faults.pending()})
+
+    async def clear_faults(self, request: Request) -> Reply:
+        return Reply(200, {"cleared": self.backend.faults.clear()})
+
+    async def requests(self, request: Request) -> Reply:
+        return Reply(200, {"requests": [dict(e) for e in list(self.backend.requests)]})
+
+    async def clear_requests(self, request: Request) -> Reply:
+        count = len(self.backend.requests)
+        self.backend.requests.clear()
+        return Reply(200, {"cleared": count})
+
+    async def in_flight(self, request: Request) -> Reply:
+        slots = sorted(self.backend.in_flight)
+        return Reply(200, {"in_flight": [{"account_id": a, "idempotency_key": k} for a, k in slots]})
+
+    async def runs(self, request: Request) -> Reply:
+        if self.backend.auto_advance_s is not None:
+            self.store.auto_advance(self.backend.auto_advance_s)
+        return Reply(200, {"runs": [_run_view(r) for r in self.store.all_runs()]})
+
+    def _transition(self, change: Callable[[RunRecord], None]) -> Callable[[Request], Awaitable[Reply]]:
+        async def endpoint(request: Request) -> Reply:
+            try:
+                rec = self.store.transition(str(request.path_params["run_id"]), change)
+            except LifecycleError:
+                raise ApiError(409, "run_terminal", "The run is in a terminal state.") from None
+            if rec is None:
+                raise ApiError(404, "run_not_found", "No such run.")
+            return Reply(200, _run_view(rec))
+
+        return endpoint
+
+    async def fail_gate(self, request: Request) -> Reply:
+        body = await json_object(request, allow_empty=True)
+        only_keys(body, (), ("evals",))
+        evals = body.get("evals")
+        if evals is not None and (
+            not isinstance(evals, dict) or len(evals) > 32
+            or not all(isinstance(k, str) and _EVAL_KEY_RE.fullmatch(k) for k in evals)
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                       for v in evals.values())
+        ):
+            raise invalid_request("evals must map at most 32 short names to finite numbers.")
+        return await self._transition(lambda rec: lifecycle.fail_gate(rec, evals))(request)
+
+    def router(self) -> Router:
+        clock = self.store.clock
+        table: list[tuple[str, str, Callable[[Request], Awaitable[Reply]]]] = [
+            ("POST", "/accounts", self.accounts),
+            ("POST", "/tokens", self.tokens),
+            ("POST", "/tokens/{token_id}/revoke", self.revoke),
+            ("POST", "/bookings", self.create_booking),
+            ("GET", "/bookings/{booking_id}", self.get_booking),
+            ("POST", "/confirmations", self.confirmations),
+            ("PUT", "/capabilities", self.capabilities),
+            ("POST", "/faults", self.add_fault),
+            ("GET", "/faults", self.list_faults),
+            ("DELETE", "/faults", self.clear_faults),
+            ("GET", "/requests", self.requests),
+            ("DELETE", "/requests", self.clear_requests),
+            ("GET", "/in-flight", self.in_flight),
+            ("GET", "/runs", self.runs),
+            ("POST", "/runs/{run_id}/advance", self._transition(lambda rec: lifecycle.advance(rec, clock()))),
+            ("POST", "/runs/{run_id}/fail-gate", self.fail_gate),
+            ("POST", "/runs/{run_id}/finish", self._transition(lambda rec: lifecycle.finish(rec, clock()))),
+        ]
+        return Router(routes=[Route(path, _endpoint(fn), methods=[method]) for method, path, fn in table])
+
+
+def _endpoint(fn: Callable[[Request], Awaitable[Reply]]) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            reply = await fn(request)
+        except ApiError as exc:
+            reply = Reply.error(exc)
+        return Response(reply.content(), status_code=reply.status,
+                        headers={"Cache-Control": "no-store", **reply.headers}, media_type=JSON_TYPE)
+
+    return endpoint
