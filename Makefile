@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+INSPECTOR_VERSION := 2.12.0
+INSPECTOR := .inspector/node_modules/.bin/mcp-inspector
 
-.PHONY: install demo test lint typecheck pytest bench clean
+.PHONY: install inspector demo test lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +14,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The MCP Inspector (reference MCP client), installed locally -- never globally -- for the CLI-mode tests.
+$(INSPECTOR):
+	npm install --prefix .inspector --no-audit --no-fund --loglevel=error \
+		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)
+
+inspector: $(INSPECTOR)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
@@ -22,7 +31,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict ito_training_mcp
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(INSPECTOR)
 	$(PY) -m pytest -q
 
 test: lint typecheck pytest
@@ -31,4 +40,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .inspector .pytest_cache .mypy_cache .ruff_cache .hypothesis

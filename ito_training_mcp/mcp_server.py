@@ -8,6 +8,7 @@ calls the core, and maps the envelope to `structuredContent` + one text block + 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -24,6 +25,8 @@ from .tool_specs import ALL_TOOLS, ToolSpec
 
 SERVER_NAME = "ito-training"
 MANIFEST_SCHEMA_URI = f"ito-training://schemas/{SCHEMA_VERSION}"
+SKILL_URI = "ito-training://skill/SKILL.md"
+SKILL_DIR = Path(__file__).resolve().parent.parent / "skill"
 
 INSTRUCTIONS = """\
 Itô training: check whether managed ML training is available on a completed Itô GPU booking and, \
@@ -101,4 +104,48 @@ def build_server(service: TrainingService | None = None) -> MCPServer:
     def manifest_schema() -> str:
         return json.dumps(manifest_json_schema(), indent=2, sort_keys=True)
 
+    _register_skill(server)
     return server
+
+
+def skill_file(relative: str = "SKILL.md") -> str:
+    """The skill as shipped in skill/: the one source for the prompt and the resources."""
+    return (SKILL_DIR / relative).read_text(encoding="utf-8")
+
+
+def skill_body(text: str) -> str:
+    """SKILL.md without its YAML frontmatter: what an agent should read as instructions."""
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end != -1:
+            return text[end + 5:].lstrip("\n")
+    return text
+
+
+def _register_skill(server: MCPServer) -> None:
+    """SKILL.md and its references as resources, and the skill as a prompt, for clients that load
+    no SKILL.md. Read from skill/ on every request, so they can never drift from the file."""
+    if not (SKILL_DIR / "SKILL.md").is_file():  # pragma: no cover - a wheel install without the repo
+        return
+
+    @server.resource(SKILL_URI, name="skill", title="The ito-training agent skill (SKILL.md)",
+                     description="When and how to use these tools, and what every error code obliges.",
+                     mime_type="text/markdown")
+    def skill_resource() -> str:
+        return skill_file()
+
+    for reference in sorted((SKILL_DIR / "references").glob("*.md")):
+        _register_reference(server, reference.name)
+
+    @server.prompt(name="ito-training", title="Use the ito-training skill",
+                   description="The ito-training skill: the flow, the rules, and a decision table for every "
+                               "error code. Load it before using these tools.")
+    def skill_prompt() -> str:
+        return skill_body(skill_file())
+
+
+def _register_reference(server: MCPServer, name: str) -> None:
+    @server.resource(f"ito-training://skill/references/{name}", name=f"skill-reference-{name.removesuffix('.md')}",
+                     title=f"ito-training skill reference: {name}", mime_type="text/markdown")
+    def reference() -> str:
+        return skill_file(f"references/{name}")

@@ -1,0 +1,108 @@
+"""Clients that load no SKILL.md get it over MCP; the MCP Inspector (the reference client) agrees.
+
+The Inspector is installed by `make test` (npm, into .inspector/). Its absence is a failure, not
+a skip, unless ITO_SKIP_INSPECTOR=1 is set explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.types import TextContent, TextResourceContents
+
+from ito_training_mcp.mcp_server import SKILL_URI, skill_body, skill_file
+from ito_training_mcp.tool_specs import ALL_TOOLS
+
+from .conftest import REPO, ClientFactory
+
+INSPECTOR = REPO / ".inspector" / "node_modules" / ".bin" / "mcp-inspector"
+SERVER = [str(Path(sys.executable).parent / "ito-training-mcp")]
+
+
+async def test_skill_is_a_prompt_and_resources_generated_from_the_one_file(connect: ClientFactory) -> None:
+    async with connect() as client:
+        prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+        assert "ito-training" in prompts
+        prompt = await client.get_prompt("ito-training")
+        text = prompt.messages[0].content
+        assert isinstance(text, TextContent)
+        assert text.text == skill_body(skill_file())
+        assert not text.text.startswith("---")
+
+        uris = {str(r.uri) for r in (await client.list_resources()).resources}
+        expected = {SKILL_URI} | {f"ito-training://skill/references/{p.name}"
+                                  for p in (REPO / "skill" / "references").glob("*.md")}
+        assert expected <= uris
+        for uri in expected:
+            content = (await client.read_resource(uri)).contents[0]
+            assert isinstance(content, TextResourceContents)
+            relative = uri.removeprefix("ito-training://skill/")
+            assert content.text == (REPO / "skill" / relative).read_text()
+
+
+def _inspector(*args: str, env: dict[str, str] | None = None) -> tuple[int, Any]:
+    if not INSPECTOR.exists():
+        if os.environ.get("ITO_SKIP_INSPECTOR") == "1":
+            pytest.skip("ITO_SKIP_INSPECTOR=1: MCP Inspector not installed")
+        pytest.fail("MCP Inspector missing: run `make inspector` (make test does it) or set ITO_SKIP_INSPECTOR=1")
+    assert shutil.which("node"), "node is required for the MCP Inspector"
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("ITO_")}
+    proc = subprocess.run(
+        [str(INSPECTOR), "--cli", *SERVER, *args], capture_output=True, text=True, timeout=120,
+        env={**base_env, **(env or {})},
+    )
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return proc.returncode, proc.stdout
+
+
+def test_inspector_lists_every_tool_with_portable_schemas() -> None:
+    code, listing = _inspector("--method", "tools/list", "--strict")
+    assert code == 0, listing
+    assert [t["name"] for t in listing["tools"]] == [s.name for s in ALL_TOOLS]
+    for tool in listing["tools"]:
+        assert tool["outputSchema"]["required"] == ["ok", "live_api_contacted", "notice"]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "exit_code", "code"), [
+    ("check_training_availability", {}, 5, "TRAINING_UNAVAILABLE"),
+    ("digest_manifest", {"manifest_path": "{manifest}"}, 0, None),
+    ("digest_manifest", {"manifest_path": "relative.json"}, 5, "MANIFEST_PATH_INVALID"),
+    ("submit_training", {"booking_id": "bk_1", "manifest_path": "{manifest}", "confirmation_ref": "cf_1",
+                         "idempotency_key": "inspector-key-000001"}, 5, "TRAINING_UNAVAILABLE"),
+    ("submit_training", {"booking_id": "bk_1", "manifest_path": "{manifest}", "confirmation_ref": "",
+                         "idempotency_key": "inspector-key-000001"}, 5, "CONFIRMATION_REQUIRED"),
+    ("training_status", {"run_id": "run_1"}, 5, "TRAINING_UNAVAILABLE"),
+])
+def test_inspector_calls_return_the_envelope(
+    manifest_path: str, tool: str, arguments: dict[str, Any], exit_code: int, code: str | None
+) -> None:
+    args = json.loads(json.dumps(arguments).replace("{manifest}", manifest_path))
+    status, result = _inspector("--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(args))
+    assert status == exit_code, result
+    envelope = result["structuredContent"]
+    assert result["isError"] is (exit_code == 5)
+    assert json.loads(result["content"][0]["text"]) == envelope
+    if code is None:
+        assert envelope["ok"] is True
+        assert len(envelope["data"]["sha256"]) == 64
+    else:
+        assert envelope["error"]["code"] == code
+        assert envelope["live_api_contacted"] is False
+
+
+def test_inspector_sees_the_skill_prompt_and_resources() -> None:
+    code, prompts = _inspector("--method", "prompts/list")
+    assert code == 0
+    assert [p["name"] for p in prompts["prompts"]] == ["ito-training"]
+    code, resources = _inspector("--method", "resources/list")
+    assert code == 0
+    assert SKILL_URI in {r["uri"] for r in resources["resources"]}
