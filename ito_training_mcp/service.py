@@ -95,10 +95,15 @@ NOTICE_EXISTING = (
 
 @dataclass
 class Call:
-    """Per-call bookkeeping: did any request leave this process for the backend?"""
+    """Per-call bookkeeping: did any request leave this process for the backend, and which validated
+    identifiers (never secrets, never content) describe the call for the audit trail."""
 
     tool: str
     exchange: Exchange | None = field(default=None)
+    facts: dict[str, str] = field(default_factory=dict)
+
+    def note(self, **facts: str | None) -> None:
+        self.facts.update({name: value for name, value in facts.items() if value is not None})
 
     @property
     def contacted(self) -> bool:
@@ -136,15 +141,33 @@ class TrainingService:
     # ------------------------------------------------------------------ runner
 
     async def _run(self, tool: str, body: Callable[[Call], Awaitable[Outcome]]) -> Envelope:
+        """Run one operation: refusals and defects become envelopes; the audit trail gets one line."""
+        from .audit import AuditLog
+
         call = Call(tool)
+        try:
+            audit = AuditLog.from_env(self.env)
+            if audit is not None:
+                audit.check()
+        except Refusal as r:
+            return r.envelope(live_api_contacted=False)
+        envelope = await self._envelope(call, body)
+        if audit is not None:
+            try:
+                audit.record(tool, envelope, call.facts)
+            except Exception as exc:  # the call already happened: say so on stderr, never crash
+                log.error("audit trail: could not record %s (%s)", tool, type(exc).__name__)
+        return envelope
+
+    async def _envelope(self, call: Call, body: Callable[[Call], Awaitable[Outcome]]) -> Envelope:
         try:
             data, notice = await body(call)
             return success(data, notice=notice, live_api_contacted=call.contacted)
         except Refusal as r:
-            log.info("%s refused: %s at gate %s", tool, r.code.value, r.gate.value if r.gate else "-")
+            log.info("%s refused: %s at gate %s", call.tool, r.code.value, r.gate.value if r.gate else "-")
             return r.envelope(live_api_contacted=call.contacted)
         except Exception as exc:  # a defect: fail closed, log the type only (messages may carry data)
-            log.error("%s failed with an internal error of type %s", tool, type(exc).__name__)
+            log.error("%s failed with an internal error of type %s", call.tool, type(exc).__name__)
             return refusal(
                 ErrorCode.INTERNAL_ERROR,
                 "The server hit an internal error and stopped before doing anything further.",
@@ -171,8 +194,13 @@ class TrainingService:
             )
         try:
             inputs.reject_unknown_arguments(arguments, spec.argument_names)
-        except Refusal as r:
-            return r.envelope(live_api_contacted=False)
+        except Refusal as exc:
+            unknown = exc
+
+            async def refuse(call: Call) -> Outcome:
+                raise unknown
+
+            return await self._run(tool, refuse)
         method: Callable[..., Awaitable[Envelope]] = getattr(self, tool)
         kwargs: dict[str, Any] = {name: arguments.get(name) for name in spec.argument_names}
         if spec.reports_progress:
@@ -421,6 +449,7 @@ class TrainingService:
     async def check_training_availability(self, booking_id: object = None) -> Envelope:
         async def body(call: Call) -> Outcome:
             booking = inputs.optional_identifier(booking_id, "booking_id")    # 0 input
+            call.note(booking_id=booking)
             settings = self._gate_availability()                             # 1 availability
             async with self._backend(settings, call) as api:
                 caps = await self._gate_capabilities(api, settings)                    # 3 capabilities
@@ -444,6 +473,7 @@ class TrainingService:
         async def body(call: Call) -> Outcome:
             path = inputs.manifest_path(manifest_path)                       # 0 input
             digested = await self._gate_manifest(path)                       # 2 manifest (local only)
+            call.note(manifest_sha256=digested.sha256)
             return digested.summary(), NOTICE_DIGESTED
 
         return await self._run("digest_manifest", body)
@@ -459,9 +489,12 @@ class TrainingService:
             booking = inputs.identifier(booking_id, "booking_id")            # 0 input
             path = inputs.manifest_path(manifest_path)
             key = inputs.idempotency_key(idempotency_key)
+            call.note(booking_id=booking, idempotency_key=key)
             ref = inputs.confirmation_ref(confirmation_ref)
+            call.note(confirmation_ref=ref)
             settings = self._gate_availability()                             # 1 availability
             digested = await self._gate_manifest(path)                       # 2 manifest
+            call.note(manifest_sha256=digested.sha256)
             async with self._backend(settings, call) as api:
                 await self._gate_capabilities(api, settings)                           # 3 capabilities
                 self._authenticate(api)
@@ -515,6 +548,7 @@ class TrainingService:
                     details={"argument": "run_id", "problem": "exactly_one_of_run_id_or_idempotency_key"},
                 )
             wait = inputs.bounded_int(wait_seconds, "wait_seconds", default=0, low=0, high=inputs.MAX_WAIT_SECONDS)
+            call.note(run_id=run_ref, idempotency_key=key)
             async with self._authenticated(call) as (api, settings):
                 if run_ref is None:
                     assert key is not None
@@ -565,6 +599,7 @@ class TrainingService:
             from .backend_models import Logs
 
             run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            call.note(run_id=run_ref)
             page_cursor = inputs.cursor(cursor)
             page_limit = inputs.bounded_int(limit, "limit", default=200, low=1, high=inputs.MAX_LOG_LIMIT)
             params: dict[str, str | int] = {"limit": page_limit}
@@ -587,6 +622,7 @@ class TrainingService:
             from .backend_models import Metrics
 
             run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            call.note(run_id=run_ref)
             async with self._authenticated(call) as (api, _):
                 _, metrics = await api.request("GET", run_path(run_ref, "/metrics"), Metrics, gate=None)
             return {"run_id": run_ref, **metrics.model_dump(mode="json")}, NOTICE_READ_ONLY
@@ -599,6 +635,7 @@ class TrainingService:
             from .backend_models import Checkpoints
 
             run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            call.note(run_id=run_ref)
             async with self._authenticated(call) as (api, _):
                 _, found = await api.request("GET", run_path(run_ref, "/checkpoints"), Checkpoints, gate=None)
             checkpoints = [
@@ -631,7 +668,9 @@ class TrainingService:
         async def body(call: Call) -> Outcome:
             run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
             key = inputs.idempotency_key(idempotency_key)
+            call.note(run_id=run_ref, idempotency_key=key, action=action)
             ref = inputs.confirmation_ref(confirmation_ref)
+            call.note(confirmation_ref=ref)
             async with self._authenticated(call) as (api, settings):         # 1, 3
                 account_id = await self._account_id(api, settings, Gate.CONFIRMATION)
                 await self._gate_action_confirmation(api, ref, account_id, run_ref, f"training.{action}")  # 6
