@@ -328,7 +328,7 @@ class BackendClient:
         media = content_type.split(";", 1)[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
             raise ValueError("not JSON")
-        return strict_json.loads(body)
+        return strict_json.loads(body, decimal_fractions=False)
 
     def _validate(self, model: type[M], body: bytes, content_type: str, *, gate: Gate | None, mutation: bool) -> M:
         try:

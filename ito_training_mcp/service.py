@@ -23,7 +23,7 @@ import anyio
 from . import credentials, inputs
 from .config import BackendSettings, ManifestSettings
 from .envelope import Envelope, ErrorCode, Gate, refusal, success
-from .errors import Refusal
+from .errors import InputRefusal, Refusal
 from .manifest import DigestedManifest, digest_manifest_file
 
 if TYPE_CHECKING:
@@ -606,7 +606,14 @@ class TrainingService:
             if page_cursor is not None:
                 params["cursor"] = page_cursor
             async with self._authenticated(call) as (api, _):
-                _, logs = await api.request("GET", run_path(run_ref, "/logs"), Logs, gate=None, params=params)
+                try:
+                    _, logs = await api.request("GET", run_path(run_ref, "/logs"), Logs, gate=None, params=params)
+                except Refusal as r:
+                    if (r.details or {}).get("status") == 400 and page_cursor is not None:
+                        raise InputRefusal("The backend does not accept this cursor; pass next_cursor back unchanged, "
+                                           "or omit it to start from the first line.",
+                                           argument="cursor", problem="rejected_by_backend") from None
+                    raise
             lines = [
                 {"ts": line.model_dump(mode="json")["ts"], "stage": line.stage, "message": _safe_text(line.message)}
                 for line in logs.lines
@@ -666,6 +673,13 @@ class TrainingService:
         """
 
         async def body(call: Call) -> Outcome:
+            try:
+                return await mutate(call)
+            except Refusal as r:
+                r.next_step = r.next_step or _mutation_next_step(r, action)
+                raise
+
+        async def mutate(call: Call) -> Outcome:
             run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
             key = inputs.idempotency_key(idempotency_key)
             call.note(run_id=run_ref, idempotency_key=key, action=action)
@@ -803,10 +817,11 @@ def _safe_text(text: str) -> str:
 def _mutation_data(action: str, run_id: str, key: str, result: Any, recovered: bool) -> dict[str, Any]:
     from .backend_models import CleanupResult, Run
 
-    data: dict[str, Any] = {"action": action, "run_id": run_id, "idempotency_key": key,
-                            "recovered_after_ambiguous_response": recovered}
+    data: dict[str, Any] = {}
     if isinstance(result, Run):
         data.update(_run_status(result))
+        # The run carries its submit key; this action has its own, and that is the one to retry with.
+        data["submit_idempotency_key"] = data.pop("idempotency_key")
     elif isinstance(result, CleanupResult):
         if not result.booking_untouched:
             raise Refusal(
@@ -816,7 +831,31 @@ def _mutation_data(action: str, run_id: str, key: str, result: Any, recovered: b
                 next_step="Tell the user at once: the booking may have been changed without their authorisation.",
             )
         data.update({"cleaned": list(result.cleaned), "booking_untouched": True})
+    data.update({"action": action, "run_id": run_id, "idempotency_key": key,
+                 "recovered_after_ambiguous_response": recovered})
     return data
+
+
+def _mutation_next_step(refused: Refusal, action: str) -> str | None:
+    """Cancel and cleanup refusals point at their own confirmation and tool, not at a submit."""
+    tool = f"{action}_training"
+    confirm_again = (
+        f"Ask the user to create a new confirmation out of band for training.{action} of this run; then call "
+        f"{tool} again with the new confirmation_ref and the same idempotency_key."
+    )
+    if refused.code is ErrorCode.CONFIRMATION_REQUIRED:
+        return (f"Ask the user to confirm training.{action} of this run out of band at the Itô desk and give you "
+                f"the confirmation reference; then call {tool} with it.")
+    if refused.code in (ErrorCode.CONFIRMATION_NOT_FOUND, ErrorCode.CONFIRMATION_EXPIRED,
+                        ErrorCode.CONFIRMATION_MISMATCH):
+        return confirm_again
+    if refused.code is ErrorCode.CONFIRMATION_CONSUMED:
+        return (f"That confirmation was already used. If this is a retry, call {tool} with the idempotency_key of "
+                f"the first attempt; otherwise: {confirm_again[0].lower()}{confirm_again[1:]}")
+    if refused.code is ErrorCode.VALIDATION_REJECTED and (refused.details or {}).get("reason") == "run_active":
+        return ("The run is still active: it must finish, or be cancelled with cancel_training (its own "
+                "confirmation), before cleanup. Report its state to the user.")
+    return None
 
 
 def _mutation_notice(action: str) -> str:

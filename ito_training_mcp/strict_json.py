@@ -8,6 +8,7 @@ duplicate keys, or rounds a number, would let the bytes say something else.
 from __future__ import annotations
 
 import json
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -44,6 +45,16 @@ def _constant(_name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=Decimal, parse_constant=_constant)
+# For documents whose money is carried in strings (backend responses): fractions stay JSON numbers,
+# so values such as eval scores are relayed with the type the sender gave them.
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # "1e999" is a valid JSON number, but not one a float can carry
+        raise _Constant
+    return value
+
+
+_FLOAT_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_finite_float, parse_constant=_constant)
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
@@ -63,8 +74,12 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def loads(data: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
-    """Parse UTF-8 JSON bytes strictly or raise `StrictJSONError`."""
+def loads(data: bytes, *, max_depth: int = MAX_DEPTH, decimal_fractions: bool = True) -> Any:
+    """Parse UTF-8 JSON bytes strictly or raise `StrictJSONError`.
+
+    `decimal_fractions` (the default, for reviewed manifests) parses numbers with a fraction as
+    `Decimal`; without it they are floats (backend answers, where money is a string by contract).
+    """
     try:
         text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError:
@@ -72,7 +87,7 @@ def loads(data: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     if text.startswith("\ufeff"):
         raise StrictJSONError("the file starts with a byte-order mark")
     try:
-        value = _DECODER.decode(text)
+        value = (_DECODER if decimal_fractions else _FLOAT_DECODER).decode(text)
     except _Duplicate:
         raise StrictJSONError("an object has a duplicate key") from None
     except _Constant:

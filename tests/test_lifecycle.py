@@ -107,12 +107,6 @@ def without_wait(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k != "wait"}
 
 
-def by_value(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stages with every eval as a Decimal: equal iff the numbers are equal, whatever their JSON type."""
-    return [{**s, "gate": {**s["gate"], "evals": {k: Decimal(str(v)) for k, v in s["gate"]["evals"].items()}}}
-            for s in stages]
-
-
 # ---------------------------------------------------------------------- training_status
 
 
@@ -139,16 +133,12 @@ async def test_status_by_run_id_and_by_key_is_the_backends_own_view(
     backend_view = op_run(world, run_id)
     for name in ("run_id", "booking_id", "account_id", "manifest_sha256", "idempotency_key", "state"):
         assert data[name] == backend_view[name], name
-    assert by_value(data["stages"]) == by_value(backend_view["stages"])  # exact types: see the xfail below
+    assert data["stages"] == backend_view["stages"]  # exactly as reported, JSON types included
     assert [s["name"] for s in data["stages"]] == STAGES
     assert data["stages"][0]["gate"]["status"] == "passed" and data["stages"][0]["gate"]["evals"]
     assert [s["gate"]["status"] for s in data["stages"][1:]] == ["pending", "pending"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: stage gate evals are not relayed exactly as the backend reports them: strict_json parses numbers "
-    "with a fraction as Decimal, StageGate.evals is dict[str, Any], and model_dump(mode='json') turns them "
-    "into strings (2.132 -> '2.132'), so training_status/cancel_training report evals as strings"))
 async def test_stage_evals_keep_the_backends_json_types(
     connect: ClientFactory, world: World, manifest_path: str
 ) -> None:
@@ -192,7 +182,8 @@ async def test_another_tenants_run_is_indistinguishable_from_a_missing_one(
     connect: ClientFactory, backend: Any, world: World, manifest_path: str
 ) -> None:
     other = World(backend)  # a second account, token and booking on the same backend
-    foreign = await create_run(connect, other, manifest_path)
+    their_key = new_key("theirs")
+    foreign = await create_run(connect, other, manifest_path, their_key)
     other.op.advance(foreign)
     before = op_run(world, foreign)
     missing = "run_does_not_exist_0001"
@@ -204,6 +195,10 @@ async def test_another_tenants_run_is_indistinguishable_from_a_missing_one(
         assert theirs["error"] == nobodys["error"], tool
         assert theirs["notice"] == nobodys["notice"], tool
         assert foreign not in json.dumps(theirs)
+    theirs = await call(connect, world, "training_status", {"idempotency_key": their_key})
+    nobodys = await call(connect, world, "training_status", {"idempotency_key": new_key("nobodys")})
+    assert theirs["data"]["found"] is False and nobodys["data"]["found"] is False
+    assert theirs["notice"] == nobodys["notice"] and foreign not in json.dumps(theirs)
     # Even with a cancel confirmation this account holds for that id, nothing is learnt or changed.
     ref = action_confirm(world, "training.cancel", foreign)
     cancel = await call(connect, world, "cancel_training", mutation_args(foreign, ref, new_key("cancel")))
@@ -319,7 +314,7 @@ async def test_a_failed_gate_is_reported_and_final(
     assert {k: Decimal(str(v)) for k, v in sft["gate"]["evals"].items()} == {k: Decimal(str(v)) for k, v in evals.items()}
     assert data["stages"][0]["gate"]["status"] == "passed"
     assert [s["state"] for s in data["stages"]] == ["passed", "failed", "skipped"]
-    assert by_value(data["stages"]) == by_value(op_run(world, run_id)["stages"])
+    assert data["stages"] == op_run(world, run_id)["stages"]
     assert "override" in envelope["notice"] and "failed_gates" in envelope["notice"]
 
     for name, value in world.env.items():
@@ -404,9 +399,6 @@ async def test_bad_log_paging_arguments_are_refused_locally(connect: ClientFacto
     assert world.backend_requests() == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a cursor with legal characters that the backend rejects as malformed (400 invalid_request) is "
-    "reported as BACKEND_ERROR (retryable false, 'the backend reported an error') instead of INVALID_INPUT"))
 async def test_a_cursor_the_backend_calls_malformed_is_invalid_input(
     connect: ClientFactory, world: World, manifest_path: str
 ) -> None:
@@ -484,9 +476,11 @@ async def test_cancel_with_an_expired_confirmation_changes_nothing(
 ) -> None:
     run_id = await create_run(connect, world, manifest_path)
     ref = action_confirm(world, "training.cancel", run_id, expires_in_s=-1)
+    world.op.clear_requests()
     envelope = await call(connect, world, "cancel_training", mutation_args(run_id, ref, new_key("cancel")))
     assert envelope["error"]["code"] == "CONFIRMATION_EXPIRED"
     assert envelope["live_api_contacted"] is True
+    assert [(r["path"], r["status"]) for r in posts(world)] == [(RUN_PATH.format(run_id) + "/cancel", 410)]
     assert op_run(world, run_id)["state"] == "queued"
     assert confirmation_row(world, ref)["consumed_at"] is None
 
@@ -521,7 +515,7 @@ async def test_cancel_then_replay_then_reuse(connect: ClientFactory, world: Worl
     cancelled = await call(connect, world, "cancel_training", mutation_args(run_a, ref, key))
     assert cancelled["ok"] is True, cancelled
     data = cancelled["data"]
-    assert data["state"] == "cancelled" and data["run_id"] == run_a  # idempotency_key: see the xfail below
+    assert data["state"] == "cancelled" and data["run_id"] == run_a
     assert data["action"] == "cancel" and data["recovered_after_ambiguous_response"] is False
     assert "booking" in cancelled["notice"]
     assert op_run(world, run_a)["state"] == "cancelled"
@@ -548,9 +542,6 @@ async def test_cancel_then_replay_then_reuse(connect: ClientFactory, world: Worl
     assert cancelled_lines[0]["n"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: _mutation_data puts the cancel's own idempotency_key in data, then data.update(_run_status(run)) "
-    "overwrites it with the run's submit key, so a cancel result names the wrong key to reuse for a retry"))
 async def test_a_cancel_result_names_the_cancels_own_key(
     connect: ClientFactory, world: World, manifest_path: str
 ) -> None:
@@ -562,6 +553,21 @@ async def test_a_cancel_result_names_the_cancels_own_key(
     assert envelope["data"]["idempotency_key"] == key
 
 
+async def test_a_cancel_replayed_after_cleanup_returns_its_first_answer(
+    connect: ClientFactory, world: World, manifest_path: str
+) -> None:
+    run_id = await create_run(connect, world, manifest_path)
+    key, ref = new_key("cancel"), action_confirm(world, "training.cancel", run_id)
+    first = await call(connect, world, "cancel_training", mutation_args(run_id, ref, key))
+    cleaned = await call(connect, world, "cleanup_training", mutation_args(
+        run_id, action_confirm(world, "training.cleanup", run_id), new_key("cleanup")))
+    assert cleaned["ok"] is True
+    replay = await call(connect, world, "cancel_training", mutation_args(run_id, ref, key))
+    assert replay["ok"] is True
+    assert replay["data"]["state"] == first["data"]["state"] == "cancelled"
+    assert replay["data"]["stages"] == first["data"]["stages"]
+
+
 async def test_a_finished_run_is_not_cancellable(connect: ClientFactory, world: World, manifest_path: str) -> None:
     run_id = await create_run(connect, world, manifest_path)
     world.op.finish(run_id)
@@ -571,6 +577,26 @@ async def test_a_finished_run_is_not_cancellable(connect: ClientFactory, world: 
     assert envelope["live_api_contacted"] is True
     assert op_run(world, run_id)["state"] == "succeeded"
     assert confirmation_row(world, ref)["consumed_at"] is None
+
+
+async def test_lifecycle_refusals_give_a_lifecycle_next_step(
+    connect: ClientFactory, world: World, manifest_path: str
+) -> None:
+    run_id = await create_run(connect, world, manifest_path)
+    world.op.advance(run_id)
+    notices: dict[str, str] = {}
+    for label, tool, ref in [
+        ("cancel-required", "cancel_training", ""),
+        ("cancel-expired", "cancel_training", action_confirm(world, "training.cancel", run_id, expires_in_s=-1)),
+        ("cancel-mismatch", "cancel_training", action_confirm(world, "training.cleanup", run_id)),
+        ("cleanup-run-active", "cleanup_training", action_confirm(world, "training.cleanup", run_id)),
+    ]:
+        envelope = await call(connect, world, tool, mutation_args(run_id, ref, new_key("next-step")))
+        assert envelope["ok"] is False
+        notices[label] = envelope["notice"]
+    for label, notice in notices.items():
+        assert "submit_training" not in notice and "digest" not in notice, (label, notice)
+        assert "manifest" not in notice, (label, notice)
 
 
 # ---------------------------------------------------------------------- an ambiguous cancel

@@ -382,9 +382,12 @@ def _run_action(action: str) -> Handler:
             if not store.consume_confirmation(conn, ref, rec.run_id, now):
                 raise ApiError(409, "confirmation_consumed", "The confirmation has already been used.")
             store.save_run(conn, rec, now)
+            # Store what this request answered, so a replay with the same key gets the same result
+            # even after the run has moved on (e.g. a cancel replayed after cleanup).
+            answer = response if response is not None else rec.public(rfc3339)
             store.insert_key(conn, ctx.account_id, ctx.key, action=action, fingerprint=fingerprint,
-                             run_id=rec.run_id, response=response, now=now)
-        return Reply(200, response if response is not None else rec.public(rfc3339))
+                             run_id=rec.run_id, response=answer, now=now)
+        return Reply(200, answer)
 
     return handler
 
