@@ -19,12 +19,11 @@ from pydantic import ConfigDict
 
 from . import __version__
 from .envelope import Envelope
-from .manifest import SCHEMA_VERSION, manifest_json_schema
 from .service import TrainingService
 from .tool_specs import ALL_TOOLS, ToolSpec
 
 SERVER_NAME = "ito-training"
-MANIFEST_SCHEMA_URI = f"ito-training://schemas/{SCHEMA_VERSION}"
+MANIFEST_SCHEMA_URI = "ito-training://schemas/ito.training.manifest.v1"  # tests: ends with SCHEMA_VERSION
 SKILL_URI = "ito-training://skill/SKILL.md"
 SKILL_DIR = Path(__file__).resolve().parent.parent / "skill"
 
@@ -97,11 +96,13 @@ def build_server(service: TrainingService | None = None) -> MCPServer:
     @server.resource(
         MANIFEST_SCHEMA_URI,
         name="manifest-schema",
-        title=f"JSON Schema of {SCHEMA_VERSION}",
+        title="JSON Schema of ito.training.manifest.v1",
         description="The schema digest_manifest validates manifests against.",
         mime_type="application/schema+json",
     )
     def manifest_schema() -> str:
+        from .manifest import manifest_json_schema  # lazy: the schema models load only when asked for
+
         return json.dumps(manifest_json_schema(), indent=2, sort_keys=True)
 
     _register_skill(server)

@@ -24,13 +24,13 @@ from . import credentials, inputs
 from .config import BackendSettings, ManifestSettings
 from .envelope import Envelope, ErrorCode, Gate, refusal, success
 from .errors import InputRefusal, Refusal
-from .manifest import DigestedManifest, digest_manifest_file
 
 if TYPE_CHECKING:
     import httpx
 
     from .backend_client import BackendClient, Exchange
     from .backend_models import Capabilities, Eligibility, Run
+    from .manifest import DigestedManifest
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -224,6 +224,8 @@ class TrainingService:
 
     async def _gate_manifest(self, path: str) -> DigestedManifest:
         """Gate 2: secure read, strict JSON, secret scan, schema; the digest of the bytes read."""
+        from .manifest import digest_manifest_file
+
         settings = ManifestSettings.from_env(self.env)
         return await anyio.to_thread.run_sync(digest_manifest_file, path, settings)
 

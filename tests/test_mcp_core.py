@@ -171,6 +171,25 @@ async def test_manifest_schema_resource_matches_the_repo_file(connect: ClientFac
         assert published == on_disk == manifest_json_schema()
 
 
+def test_schema_uri_names_the_schema_version() -> None:
+    from ito_training_mcp.manifest import SCHEMA_VERSION
+
+    assert MANIFEST_SCHEMA_URI.endswith("/" + SCHEMA_VERSION)
+
+
+def test_server_start_up_loads_no_backend_client_scanner_or_reference_server() -> None:
+    """Cold start matters: these load only when a call needs them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ito_training_mcp.mcp_server import build_server; build_server(); "
+            "print(sorted(m for m in sys.modules if m.startswith('ito_training_mcp')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for lazy in ("backend_client", "backend_models", "secret_scan", "manifest", "safe_read", "strict_json",
+                 "reference_backend", "audit"):
+        assert f"ito_training_mcp.{lazy}'" not in loaded, lazy
+
+
 def test_schema_file_is_current() -> None:
     """Regenerate with: .venv/bin/python -m ito_training_mcp.manifest > schemas/ito.training.manifest.v1.schema.json"""
     path = Path(REPO / "schemas" / "ito.training.manifest.v1.schema.json")
