@@ -67,7 +67,7 @@ def _annotations(spec: ToolSpec) -> ToolAnnotations:
     )
 
 
-def _tool(spec: ToolSpec, service: TrainingService) -> Tool:
+def _runner(spec: ToolSpec, service: TrainingService) -> Any:
     async def run(arguments: dict[str, Any], ctx: Context) -> Annotated[CallToolResult, Envelope]:
         async def progress(value: float, total: float | None, message: str | None) -> None:
             await ctx.report_progress(value, total, message)
@@ -75,11 +75,26 @@ def _tool(spec: ToolSpec, service: TrainingService) -> Tool:
         envelope = await service.invoke(spec.name, arguments, progress=progress if spec.reports_progress else None)
         return to_call_tool_result(envelope)
 
-    tool = Tool.from_function(
-        run, name=spec.name, title=spec.title, description=spec.description, annotations=_annotations(spec)
-    )
-    tool.fn_metadata.arg_model = RawArguments
-    return tool.model_copy(update={"parameters": spec.input_schema()})
+    return run
+
+
+def _tools(service: TrainingService) -> list[Tool]:
+    """One Tool per spec. The SDK derives the envelope's output schema once, from the first; the
+    others share that metadata (same raw-argument model, same output schema)."""
+    first, *rest = ALL_TOOLS
+    template = Tool.from_function(_runner(first, service), name=first.name)
+    template.fn_metadata.arg_model = RawArguments
+    return [
+        template.model_copy(update={
+            "fn": _runner(spec, service),
+            "name": spec.name,
+            "title": spec.title,
+            "description": spec.description,
+            "annotations": _annotations(spec),
+            "parameters": spec.input_schema(),
+        })
+        for spec in (first, *rest)
+    ]
 
 
 def build_server(service: TrainingService | None = None) -> MCPServer:
@@ -90,7 +105,7 @@ def build_server(service: TrainingService | None = None) -> MCPServer:
         title="Itô training",
         version=__version__,
         instructions=INSTRUCTIONS,
-        tools=[_tool(spec, service) for spec in ALL_TOOLS],
+        tools=_tools(service),
     )
 
     @server.resource(

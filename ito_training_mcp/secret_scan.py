@@ -22,32 +22,58 @@ from urllib.parse import parse_qsl, urlsplit
 MAX_FINDINGS = 20
 _POINTER_MAX = 200
 
-# Each alternative is a named group; the group name is the finding's kind.
-_VALUE_PATTERNS = re.compile(
-    "|".join(
-        [
-            r"(?P<private_key>-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)",
-            r"(?P<aws_access_key_id>(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)"
-            r"[A-Z0-9]{16}(?![A-Z0-9]))",
-            r"(?P<github_token>(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}))",
-            r"(?P<huggingface_token>(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,})",
-            r"(?P<openai_style_key>(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-|ant-[a-z0-9]{2,8}-)?"
-            r"(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{32,})",
-            r"(?P<slack_token>(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,})",
-            r"(?P<slack_webhook>hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+)",
-            r"(?P<stripe_key>(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,})",
-            r"(?P<google_api_key>(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35})",
-            r"(?P<jwt>(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
-            r"(?P<bearer_token>(?i:\bbearer)\s+(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,})",
-            r"(?P<url_userinfo>[A-Za-z][A-Za-z0-9+.-]{0,30}://[^/\s?#@]+@)",
-            r"(?P<azure_account_key>(?i:accountkey|sharedaccesskey)\s*=\s*[A-Za-z0-9+/=]{16,})",
-            r"(?P<credential_assignment>(?i:[a-z0-9_.-]*(?:password|passwd|secret|api[_-]?key|access[_-]?token"
-            r"|auth[_-]?token)[a-z0-9_.-]*)\s*[:=]\s*[^\s,;]{6,})",
-        ]
-    )
+@dataclass(frozen=True)
+class _Check:
+    """One kind of credential: cheap literal triggers first, then a bounded pattern.
+
+    Every quantifier is bounded and matches only as much as it must to prove the shape (the kind
+    is reported, never the value), so each check is linear in the length of the text whatever it
+    holds. The triggers are plain substring tests; a string without any trigger costs nothing more.
+    """
+
+    kind: str
+    triggers: tuple[str, ...]
+    pattern: re.Pattern[str]
+    folded: bool = False  # triggers are tested against the lower-cased text
+
+    def triggered(self, text: str, lower: str) -> bool:
+        haystack = lower if self.folded else text
+        return any(trigger in haystack for trigger in self.triggers)
+
+
+_AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA")
+_CREDENTIAL_KEYWORDS = ("password", "passwd", "secret", "apikey", "api_key", "api-key", "access_token",
+                        "access-token", "accesstoken", "auth_token", "auth-token", "authtoken")
+
+_CHECKS: tuple[_Check, ...] = (
+    _Check("private_key", ("PRIVATE KEY",), re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY")),
+    _Check("aws_access_key_id", _AWS_PREFIXES,
+           re.compile(r"(?<![A-Z0-9])(?:" + "|".join(_AWS_PREFIXES) + r")[A-Z0-9]{16}(?![A-Z0-9])")),
+    _Check("github_token", ("gh", "github_pat_"),
+           re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30}|github_pat_[A-Za-z0-9_]{20})")),
+    _Check("huggingface_token", ("hf_",), re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30}")),
+    _Check("openai_style_key", ("sk-",),
+           re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-|ant-[a-z0-9]{2,8}-)?"
+                      r"(?=[A-Za-z0-9_-]{0,63}[0-9])[A-Za-z0-9_-]{32}")),
+    _Check("slack_token", ("xox",), re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10}")),
+    _Check("slack_webhook", ("hooks.slack.com",),
+           re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]{1,64}/B[A-Za-z0-9_]{1,64}/[A-Za-z0-9_]")),
+    _Check("stripe_key", ("_live_", "_test_"),
+           re.compile(r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10}")),
+    _Check("google_api_key", ("AIza",), re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}")),
+    _Check("jwt", ("eyJ",),
+           re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8}")),
+    _Check("bearer_token", ("bearer",),
+           re.compile(r"(?i:\bbearer)\s{1,8}(?=[A-Za-z0-9._~+/=-]{0,63}[0-9])[A-Za-z0-9._~+/=-]{8}"), folded=True),
+    _Check("url_userinfo", ("://",), re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^/\s?#@]{1,256}@")),
+    _Check("azure_account_key", ("accountkey", "sharedaccesskey"),
+           re.compile(r"(?i:accountkey|sharedaccesskey)\s{0,8}=\s{0,8}[A-Za-z0-9+/=]{16}"), folded=True),
+    _Check("credential_assignment", _CREDENTIAL_KEYWORDS,
+           re.compile(r"(?i:password|passwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
+                      r"[A-Za-z0-9_.-]{0,40}\s{0,8}[:=]\s{0,8}[^\s,;]{6}"), folded=True),
 )
-_BASIC_AUTH = re.compile(r"(?i:\bbasic)\s+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s\"'<>]+")
+_BASIC_AUTH = re.compile(r"(?i:\bbasic)\s{1,8}([A-Za-z0-9+/]{8,1024}={0,2})(?![A-Za-z0-9+/=])")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s\"'<>]{1,8192}")
 
 _SIGNED_QUERY_KEYS = frozenset(
     {
@@ -126,12 +152,13 @@ def _signed_url(text: str) -> bool:
     return False
 
 
-def value_kinds(text: str) -> list[str]:
+def value_kinds(text: str, checks: tuple[_Check, ...] = _CHECKS, *, extras: bool = True) -> list[str]:
     """The kinds of credential found in one string (empty when none)."""
-    kinds = [m.lastgroup for m in _VALUE_PATTERNS.finditer(text) if m.lastgroup]
-    if _basic_auth(text):
+    lower = text.lower()
+    kinds = [c.kind for c in checks if c.triggered(text, lower) and c.pattern.search(text)]
+    if extras and "basic" in lower and _basic_auth(text):
         kinds.append("basic_auth")
-    if _signed_url(text):
+    if extras and "://" in text and "?" in text and _signed_url(text):
         kinds.append("signed_url")
     return sorted(set(kinds))
 
@@ -155,18 +182,34 @@ def _walk(document: Any) -> Iterator[tuple[str, str | None, Any]]:
 
 
 def scan(document: Any) -> list[Finding]:
-    """Every credential-looking key or string in the document, in document order, bounded."""
+    """Every credential-looking key or string in the document, in document order, bounded.
+
+    The literal triggers are first tested once against all the document's strings joined, so the
+    per-string work only includes the kinds that can possibly be present.
+    """
+    items = list(_walk(document))
+    strings = [document] if isinstance(document, str) else []
+    strings += [key for _, key, _ in items if key is not None]
+    strings += [value for _, _, value in items if isinstance(value, str)]
+    joined = "\n".join(strings)
+    lower = joined.lower()
+    checks = tuple(c for c in _CHECKS if c.triggered(joined, lower))
+    extras = "basic" in lower or ("://" in joined and "?" in joined)
+
+    def kinds(text: str) -> list[str]:
+        return value_kinds(text, checks, extras=extras) if (checks or extras) else []
+
     findings: list[Finding] = []
     if isinstance(document, str):
-        findings.extend(Finding("", kind) for kind in value_kinds(document))
-    for pointer, key, value in _walk(document):
+        findings.extend(Finding("", kind) for kind in kinds(document))
+    for pointer, key, value in items:
         if key is not None:
-            key_kinds = value_kinds(key)
+            key_kinds = kinds(key)
             findings.extend(Finding(pointer, kind, in_key=True) for kind in key_kinds)
             if not key_kinds and credential_key_name(key):
                 findings.append(Finding(pointer, "credential_key_name", in_key=True))
         if isinstance(value, str):
-            findings.extend(Finding(pointer, kind) for kind in value_kinds(value))
+            findings.extend(Finding(pointer, kind) for kind in kinds(value))
         if len(findings) >= MAX_FINDINGS:
             break
     findings.sort(key=lambda f: f.pointer)

@@ -484,3 +484,22 @@ def test_a_key_that_is_not_a_plain_identifier_is_masked_in_the_pointer() -> None
     findings = secret_scan.scan({"description": "x", "password: abc123": 1, "nested": {"token=hunter22 x": "v"}})
     pointers = {f.pointer for f in findings}
     assert pointers == {"/*", "/nested/*"}
+
+
+ADVERSARIAL = ["a", "sk-", "sk-a1", "github_pat_", "ghp_", "secret", "password=", "bearer ", "Bearer x1",
+               "eyJa.", "eyJaaaaaaaaa.eyJ", "a://", "a://b", "basic ", "AccountKey=", "hf_", "xoxb-", "AKIA",
+               "-----BEGIN ", "sk_live_", "https://x/?sig=", "aws_secret_access_key"]
+
+
+@pytest.mark.parametrize("unit", ADVERSARIAL)
+def test_the_scanner_is_linear_on_hostile_strings(unit: str) -> None:
+    """A hang detector, not a benchmark: 1 MiB of a repeated fragment must scan promptly.
+
+    The bound is two orders of magnitude above the measured time; a quadratic pattern takes hours.
+    """
+    import time
+
+    text = unit * ((1024 * 1024) // len(unit))
+    started = time.monotonic()
+    secret_scan.scan({"description": text, text[:4096]: text})
+    assert time.monotonic() - started < 20.0

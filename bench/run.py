@@ -1,0 +1,662 @@
+"""Benchmarks of ito-training-mcp, each reported as a ratio against a baseline measured in the same run.
+
+    .venv/bin/python bench/run.py            # full (make bench), ~1-2 minutes on 2 cores
+    .venv/bin/python bench/run.py --quick    # smoke mode, fewer repetitions, well under 30 s
+    .venv/bin/python bench/run.py --out /tmp/results.json
+
+Everything runs in this process tree: MCP servers are children over stdio (closed by the SDK's
+stdio client, which shuts them down and reaps them), the reference backend is a thread of this
+process. A missed goal is reported, never turned into a failing exit code. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+ECHO_SERVER = BENCH / "echo_server.py"
+EXAMPLE_MANIFEST = REPO / "examples" / "manifest.json"
+MIB = 1024 * 1024
+CLIENT_MODE = "legacy"  # the 2025-11-25 handshake most desktop clients use today; the same for both servers
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many repetitions each benchmark gets."""
+
+    cold_pairs: int
+    latency_calls: int
+    latency_warmup: int
+    digest_reps: int
+    digest_breakdown_reps: int
+    warm_submits: int
+    concurrent_submits: int = 64
+    concurrent_keys: int = 16
+
+
+FULL = Plan(cold_pairs=11, latency_calls=400, latency_warmup=30, digest_reps=9, digest_breakdown_reps=3,
+            warm_submits=20)
+QUICK = Plan(cold_pairs=3, latency_calls=100, latency_warmup=10, digest_reps=3, digest_breakdown_reps=0,
+             warm_submits=5)
+
+
+@dataclass
+class Row:
+    """One line of the printed table and of results.json."""
+
+    measure: str
+    subject: float
+    baseline: float | None
+    unit: str
+    ratio: float | None
+    goal: str
+    passed: bool | None  # None: reported only, no goal
+
+
+@dataclass
+class Result:
+    name: str
+    title: str
+    rows: list[Row]
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool | None:
+        verdicts = [r.passed for r in self.rows if r.passed is not None]
+        return None if not verdicts else all(verdicts)
+
+
+# ---------------------------------------------------------------------- statistics
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    pos = (len(ordered) - 1) * q / 100.0
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def ratio(subject: float, baseline: float) -> float:
+    return subject / baseline if baseline > 0 else float("inf")
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+    }
+
+
+# ---------------------------------------------------------------------- MCP servers over stdio
+
+
+def _stdio_params(args: list[str]) -> Any:
+    from mcp import StdioServerParameters
+
+    # env=None: the SDK passes only its safe default variables (PATH, HOME, ...), so no ITO_*
+    # setting of the calling shell reaches either server. Training is therefore unavailable.
+    return StdioServerParameters(command=sys.executable, args=args, cwd=str(REPO))
+
+
+ITO_ARGS = ["-m", "ito_training_mcp"]
+ECHO_ARGS = [str(ECHO_SERVER)]
+
+
+async def cold_start_once(args: list[str]) -> tuple[float, int]:
+    """Spawn -> initialize -> tools/list, in seconds; the shutdown that follows is not counted."""
+    from mcp import Client
+
+    started = time.perf_counter()
+    async with Client(_stdio_params(args), mode=CLIENT_MODE) as client:
+        tools = await client.list_tools()
+        elapsed = time.perf_counter() - started
+    return elapsed, len(tools.tools)
+
+
+LAZY_MODULES = (
+    "ito_training_mcp.backend_client", "ito_training_mcp.backend_models", "ito_training_mcp.reference_backend",
+    "ito_training_mcp.secret_scan", "ito_training_mcp.cli", "httpx",
+)
+_PROBE = (
+    "import json, sys\n"
+    "from ito_training_mcp.mcp_server import build_server\n"
+    "build_server()\n"
+    "print(json.dumps(sorted(sys.modules)))\n"
+)
+
+
+async def startup_imports() -> dict[str, Any]:
+    """What the server process imports before it serves (python -X importtime), and which of the
+    modules that should load lazily (on first use) are already there."""
+    proc = await anyio.run_process([sys.executable, "-X", "importtime", "-c", _PROBE], cwd=str(REPO), check=True)
+    modules = set(json.loads(proc.stdout))
+    own: dict[str, int] = {}
+    cumulative: dict[str, int] = {}
+    for line in proc.stderr.decode().splitlines():
+        if not line.startswith("import time:") or "|" not in line or "self [us]" in line:
+            continue
+        self_us, cum_us, name = (part.strip() for part in line.removeprefix("import time:").split("|"))
+        cumulative[name] = int(cum_us)
+        if name.startswith("ito_training_mcp"):
+            own[name] = int(self_us)
+    top = sorted(own.items(), key=lambda kv: kv[1], reverse=True)[:8]
+    return {
+        "ito_training_mcp_self_ms": sum(own.values()) / 1000.0,
+        "ito_training_mcp_top_self_ms": {k: v / 1000.0 for k, v in top},
+        "mcp_cumulative_ms": cumulative.get("mcp", 0) / 1000.0,
+        "mcp_server_module_cumulative_ms": cumulative.get("ito_training_mcp.mcp_server", 0) / 1000.0,
+        "lazy_modules_loaded_at_start": [m for m in LAZY_MODULES if m in modules],
+        "modules_at_start": len(modules),
+    }
+
+
+async def bench_cold_start(plan: Plan) -> Result:
+    ito: list[float] = []
+    echo: list[float] = []
+    tool_counts: dict[str, int] = {}
+    # One unmeasured start warms the page cache for both: the echo server reads a subset of the same files.
+    await cold_start_once(ITO_ARGS)
+    for i in range(plan.cold_pairs):
+        order = [("ito", ITO_ARGS), ("echo", ECHO_ARGS)]
+        if i % 2:
+            order.reverse()
+        for label, args in order:
+            elapsed, n_tools = await cold_start_once(args)
+            (ito if label == "ito" else echo).append(elapsed)
+            tool_counts[label] = n_tools
+    imports = await startup_imports()
+    paired = [a / b for a, b in zip(ito, echo, strict=True)]
+    r = ratio(statistics.median(ito), statistics.median(echo))
+    return Result(
+        "cold_start",
+        "cold start: spawn -> initialize -> tools/list",
+        [
+            Row("median (s)", statistics.median(ito), statistics.median(echo), "s", r, "<= 1.15x", r <= 1.15),
+            Row("min (s), least disturbed run", min(ito), min(echo), "s", ratio(min(ito), min(echo)), "report", None),
+        ],
+        raw={"ito_s": ito, "echo_s": echo, "paired_ratios": paired, "median_paired_ratio": statistics.median(paired),
+             "tools_listed": tool_counts, "client_mode": CLIENT_MODE, "pairs": plan.cold_pairs,
+             "order": "alternating (ito first on even pairs, echo first on odd pairs)",
+             "startup_imports": imports},
+    )
+
+
+async def bench_latency(plan: Plan) -> Result:
+    """A refused check_training_availability vs the echo tool, interleaved over two warm sessions."""
+    from mcp import Client
+
+    async def timed(client: Any, tool: str, arguments: dict[str, Any]) -> tuple[float, Any]:
+        started = time.perf_counter()
+        result = await client.call_tool(tool, arguments)
+        return time.perf_counter() - started, result
+
+    ito: list[float] = []
+    echo: list[float] = []
+    async with AsyncExitStack() as stack:
+        ito_client = await stack.enter_async_context(Client(_stdio_params(ITO_ARGS), mode=CLIENT_MODE))
+        echo_client = await stack.enter_async_context(Client(_stdio_params(ECHO_ARGS), mode=CLIENT_MODE))
+        calls: dict[str, Callable[[], Awaitable[tuple[float, Any]]]] = {
+            "ito": lambda: timed(ito_client, "check_training_availability", {}),
+            "echo": lambda: timed(echo_client, "echo", {"text": "ping"}),
+        }
+        _, first = await calls["ito"]()
+        envelope = first.structured_content or {}
+        if not (first.is_error and envelope.get("error", {}).get("code") == "TRAINING_UNAVAILABLE"):
+            raise RuntimeError("check_training_availability was expected to refuse with TRAINING_UNAVAILABLE")
+        for _ in range(plan.latency_warmup):
+            await calls["ito"]()
+            await calls["echo"]()
+        for i in range(plan.latency_calls):
+            order = ("ito", "echo") if i % 2 == 0 else ("echo", "ito")
+            for label in order:
+                elapsed, _ = await calls[label]()
+                (ito if label == "ito" else echo).append(elapsed)
+    ms = 1000.0
+    p50 = (percentile(ito, 50) * ms, percentile(echo, 50) * ms)
+    p99 = (percentile(ito, 99) * ms, percentile(echo, 99) * ms)
+    r50, r99 = ratio(*p50), ratio(*p99)
+    return Result(
+        "stdio_latency",
+        "stdio latency: refused check_training_availability vs echo (one warm session each)",
+        [
+            Row("p50 (ms)", p50[0], p50[1], "ms", r50, "<= 1.10x", r50 <= 1.10),
+            Row("p99 (ms)", p99[0], p99[1], "ms", r99, "<= 1.10x", r99 <= 1.10),
+        ],
+        raw={"ito": summary([x * ms for x in ito]), "echo": summary([x * ms for x in echo]),
+             "ito_ms": [round(x * ms, 4) for x in ito], "echo_ms": [round(x * ms, 4) for x in echo],
+             "calls_each": plan.latency_calls, "warmup_each": plan.latency_warmup, "client_mode": CLIENT_MODE},
+    )
+
+
+# ---------------------------------------------------------------------- digest_manifest
+
+
+def build_large_manifest(target_bytes: int = MIB) -> bytes:
+    """A valid ito.training.manifest.v1 of about `target_bytes`: the example with 256 long data refs.
+
+    Within the schema's limits: data <= 256 items, description <= 2000 characters, URIs <= 2048
+    characters (no whitespace, query, fragment or '@'), labels <= 200 characters.
+    """
+    base = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    base["description"] = ("Benchmark manifest: the example run with 256 long but valid data references. " * 30)[:2000]
+    template = base["data"][0]
+
+    def entry(i: int, uri_len: int, report_len: int) -> dict[str, Any]:
+        def padded(prefix: str, length: int) -> str:
+            filler = "".join(f"/part-{i:03d}-{j:04d}" for j in range(length // 14 + 2))
+            return (prefix + filler)[:length]
+
+        return {
+            "name": f"support-corpus-shard-{i:03d}",
+            "uri": padded(f"s3://acme-ml-data/support/shard-{i:03d}", uri_len),
+            "revision": "sha256:" + hashlib.sha256(f"shard-{i}".encode()).hexdigest(),
+            "decontamination": {
+                **template["decontamination"],
+                "eval_suites": ["mmlu", "gsm8k", "humaneval", "acme-support-heldout", f"acme-shard-{i:03d}-heldout"],
+                "report": padded(f"s3://acme-ml-data/reports/decontam-shard-{i:03d}", report_len),
+            },
+        }
+
+    def render(uri_len: int, report_len: int) -> bytes:
+        doc = {**base, "data": [entry(i, uri_len, report_len) for i in range(256)]}
+        return json.dumps(doc, indent=2).encode()
+
+    small = render(100, 100)
+    per_entry = (target_bytes - len(small)) // 256
+    uri_extra = min(per_entry // 2, 2048 - 100)
+    report_extra = min(per_entry - uri_extra, 2048 - 100)
+    return render(100 + uri_extra, 100 + report_extra)
+
+
+def write_private(directory: Path, name: str, content: bytes) -> str:
+    path = directory / name
+    path.write_bytes(content)
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+async def bench_digest(plan: Plan, workdir: Path) -> Result:
+    from ito_training_mcp import secret_scan, strict_json
+    from ito_training_mcp.manifest import TrainingManifest, review_text
+    from ito_training_mcp.safe_read import read_regular_file
+    from ito_training_mcp.service import TrainingService
+
+    content = build_large_manifest()
+    path = write_private(workdir, "large-manifest.json", content)
+    service = TrainingService({"ITO_TRAINING_MANIFEST_MAX_BYTES": str(2 * MIB)})
+    check = await service.digest_manifest(path)
+    if not check.ok or check.data is None or check.data["sha256"] != hashlib.sha256(content).hexdigest():
+        raise RuntimeError(f"the large manifest was not accepted: {check.to_dict().get('error')}")
+
+    def baseline() -> None:
+        hashlib.sha256(content).hexdigest()
+        json.loads(content)
+
+    tool: list[float] = []
+    base: list[float] = []
+    for i in range(plan.digest_reps):
+        for label in (("tool", "base") if i % 2 == 0 else ("base", "tool")):
+            started = time.perf_counter()
+            if label == "tool":
+                await service.digest_manifest(path)
+            else:
+                baseline()
+            (tool if label == "tool" else base).append(time.perf_counter() - started)
+
+    small_path = write_private(workdir, "example-manifest.json", EXAMPLE_MANIFEST.read_bytes())
+    small_bytes = EXAMPLE_MANIFEST.read_bytes()
+    small_tool: list[float] = []
+    small_base: list[float] = []
+    for _ in range(max(plan.digest_reps, 9)):
+        started = time.perf_counter()
+        await service.digest_manifest(small_path)
+        small_tool.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        hashlib.sha256(small_bytes).hexdigest()
+        json.loads(small_bytes)
+        small_base.append(time.perf_counter() - started)
+
+    # Where the time goes: the stages of gate 2 and of the summary, timed one by one.
+    stages: dict[str, list[float]] = {k: [] for k in
+                                      ("secure_read", "strict_json", "secret_scan", "model_validate", "summary")}
+    for _ in range(plan.digest_breakdown_reps):
+        t0 = time.perf_counter()
+        file = read_regular_file(path, max_bytes=2 * MIB, roots=None)
+        t1 = time.perf_counter()
+        document = strict_json.loads(file.content)
+        t2 = time.perf_counter()
+        secret_scan.scan(document)
+        t3 = time.perf_counter()
+        manifest = TrainingManifest.model_validate(document, strict=True)
+        t4 = time.perf_counter()
+        review = manifest.review()
+        review_text(review, file.sha256)
+        t5 = time.perf_counter()
+        for key, value in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True):
+            value_ms = value * 1000.0
+            stages[key].append(value_ms)
+
+    ms = 1000.0
+    tool_ms, base_ms = statistics.median(tool) * ms, statistics.median(base) * ms
+    r = ratio(tool_ms, base_ms)
+    small_ms, small_base_ms = statistics.median(small_tool) * ms, statistics.median(small_base) * ms
+    return Result(
+        "digest_manifest",
+        f"digest_manifest of a {len(content) / MIB:.2f} MiB manifest vs sha256 + json.loads (in-process)",
+        [
+            Row("median (ms), ~1 MiB manifest", tool_ms, base_ms, "ms", r, "<= 3x", r <= 3.0),
+            Row(f"median (ms), example ({len(small_bytes)} B)", small_ms, small_base_ms, "ms",
+                ratio(small_ms, small_base_ms), "report", None),
+        ],
+        raw={"manifest_bytes": len(content), "data_refs": 256, "tool_ms": [x * ms for x in tool],
+             "baseline_ms": [x * ms for x in base], "reps": plan.digest_reps,
+             "stage_median_ms": {k: statistics.median(v) for k, v in stages.items() if v}},
+    )
+
+
+# ---------------------------------------------------------------------- the reference backend
+
+
+@dataclass
+class Tenant:
+    """One account on the reference backend, its token, a completed booking and a manifest."""
+
+    backend: Any
+    account: str
+    token: str
+    booking: str
+    manifest_path: str
+    sha256: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        # Default timeouts and the default ITO_TRAINING_CAPABILITIES_TTL_S (capabilities and identity cached).
+        return {"ITO_API_URL": self.backend.url, "ITO_API_KEY": self.token}
+
+    def confirm(self) -> str:
+        c = self.backend.op.confirmation(self.account, "training.create", self.booking, "1500.00",
+                                         manifest_sha256=self.sha256)
+        return str(c["ref"])
+
+    def v1_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.backend.op.requests() if str(r["path"]).startswith("/v1/")]
+
+
+def new_tenant(backend: Any, workdir: Path) -> Tenant:
+    op = backend.op
+    account = op.account()
+    _, token = op.token(account)
+    booking = op.booking(account, nodes=2, gpus_per_node=8, fabric="infiniband")["booking_id"]
+    content = EXAMPLE_MANIFEST.read_bytes()
+    path = write_private(workdir, "submit-manifest.json", content)
+    return Tenant(backend, account, token, booking, path, hashlib.sha256(content).hexdigest())
+
+
+def new_key(label: str) -> str:
+    return f"bench-{label}-{uuid.uuid4().hex}"
+
+
+async def submit(service: Any, tenant: Tenant, key: str, ref: str) -> Any:
+    return await service.submit_training(tenant.booking, tenant.manifest_path, ref, key)
+
+
+async def timed_submit(service: Any, tenant: Tenant, label: str) -> tuple[float, list[dict[str, Any]], Any]:
+    """One submit with its own key and confirmation; its latency and the /v1 requests it caused."""
+    key, ref = new_key(label), tenant.confirm()
+    tenant.backend.op.clear_requests()
+    started = time.perf_counter()
+    envelope = await submit(service, tenant, key, ref)
+    elapsed = time.perf_counter() - started
+    if not (envelope.ok and envelope.data and envelope.data["created"] is True):
+        raise RuntimeError(f"a benchmark submit failed: {envelope.to_dict().get('error')}")
+    return elapsed, tenant.v1_requests(), envelope
+
+
+async def one_round_trip(url: str, tls: Any) -> float:
+    """Baseline: one GET /v1/capabilities on a fresh connection (each tool call opens its own client),
+    with an SSL context made once in advance, so that only the round trip is timed."""
+    import httpx
+
+    started = time.perf_counter()
+    async with httpx.AsyncClient(base_url=url, trust_env=False, verify=tls) as client:
+        response = await client.get("/v1/capabilities")
+        response.raise_for_status()
+    return time.perf_counter() - started
+
+
+async def bench_submit(plan: Plan, tenant: Tenant) -> Result:
+    from ito_training_mcp.service import TrainingService
+
+    service = TrainingService(tenant.env)
+    cold_s, cold_requests, _ = await timed_submit(service, tenant, "cold")
+    warm: list[float] = []
+    warm_counts: list[int] = []
+    warm_paths: list[str] = []
+    for i in range(plan.warm_submits):
+        elapsed, requests, _ = await timed_submit(service, tenant, "warm")
+        warm.append(elapsed)
+        warm_counts.append(len(requests))
+        if i == 0:
+            warm_paths = [f"{r['method']} {r['path']}" for r in requests]
+    tls = ssl.create_default_context()
+    round_trips = [await one_round_trip(tenant.backend.url, tls) for _ in range(max(10, plan.warm_submits))]
+    ssl_context_s: list[float] = []
+    for _ in range(5):  # what BackendClient.__aenter__ pays on every tool call, even for http://127.0.0.1
+        started = time.perf_counter()
+        ssl.create_default_context()
+        ssl_context_s.append(time.perf_counter() - started)
+
+    ms = 1000.0
+    worst = max(warm_counts)
+    warm_ms, rt_ms = statistics.median(warm) * ms, statistics.median(round_trips) * ms
+    return Result(
+        "warm_submit",
+        "submit_training against the reference backend (default capabilities TTL)",
+        [
+            Row("backend requests, warm (cold)", worst, len(cold_requests), "req", None, "warm <= 4", worst <= 4),
+            Row("warm latency median (ms) vs 1 GET", warm_ms, rt_ms, "ms", ratio(warm_ms, rt_ms), "report", None),
+        ],
+        raw={"cold_requests": [f"{r['method']} {r['path']}" for r in cold_requests],
+             "cold_latency_ms": cold_s * ms, "warm_requests": warm_paths, "warm_request_counts": warm_counts,
+             "warm_latency_ms": summary([x * ms for x in warm]),
+             "baseline_get_capabilities_ms": summary([x * ms for x in round_trips]),
+             "ssl_create_default_context_ms": statistics.median(ssl_context_s) * ms,
+             "warm_submits": plan.warm_submits},
+    )
+
+
+async def bench_concurrent(plan: Plan, tenant: Tenant, warm_median_ms: float) -> Result:
+    """64 concurrent submits over 16 keys through one (fresh) service: exactly 16 runs."""
+    from ito_training_mcp.service import TrainingService
+
+    backend = tenant.backend
+    keys = [(new_key("concurrent"), tenant.confirm()) for _ in range(plan.concurrent_keys)]
+    per_key = plan.concurrent_submits // plan.concurrent_keys
+    service = TrainingService(tenant.env)
+    runs_before = backend.run_count()
+    backend.op.clear_requests()
+    envelopes: list[Any] = []
+
+    async def one(key: str, ref: str) -> None:
+        envelopes.append(await submit(service, tenant, key, ref))
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(per_key):
+            for key, ref in keys:
+                tg.start_soon(one, key, ref)
+    wall = time.perf_counter() - started
+    new_runs = backend.run_count() - runs_before
+    per_key_runs = [backend.runs_for_key(tenant.account, key) for key, _ in keys]
+    outcomes = Counter(
+        ("created" if e.data["created"] else "existing") if e.ok else e.error.code.value for e in envelopes
+    )
+    requests = Counter(f"{r['method']} {r['path'].split('/')[2]}" for r in tenant.v1_requests())
+    sequential_ms = warm_median_ms * len(envelopes)
+    wall_ms = wall * 1000.0
+    return Result(
+        "concurrent_submits",
+        f"{len(envelopes)} concurrent submits over {len(keys)} keys (one fresh service)",
+        [
+            Row("runs created (want 16)", new_runs, plan.concurrent_keys, "runs", None, "== 16",
+                new_runs == plan.concurrent_keys and max(per_key_runs) == 1),
+            Row("wall (ms) vs 64 x warm median", wall_ms, sequential_ms, "ms", ratio(wall_ms, sequential_ms),
+                "report", None),
+        ],
+        raw={"wall_ms": wall_ms, "runs_created": new_runs, "runs_per_key": per_key_runs,
+             "outcomes": dict(outcomes), "all_ok": all(e.ok for e in envelopes),
+             "v1_requests_by_route": dict(requests), "v1_requests_total": sum(requests.values())},
+    )
+
+
+# ---------------------------------------------------------------------- report
+
+
+def machine() -> dict[str, Any]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpus_available": len(affinity) if affinity is not None else None,
+        "mcp": version("mcp"),
+        "ito_training_mcp": version("ito-training-mcp"),
+        "httpx": version("httpx"),
+    }
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit in ("req", "runs"):
+        return f"{value:g}"
+    if unit == "s":
+        return f"{value:.3f} s"
+    return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
+
+
+def table(results: list[Result]) -> str:
+    header = ["benchmark", "measure", "ito-training-mcp", "baseline", "ratio", "goal", "result"]
+    lines = [header, ["---"] * len(header)]
+    for res in results:
+        for row in res.rows:
+            verdict = "-" if row.passed is None else ("PASS" if row.passed else "MISS")
+            lines.append([res.name, row.measure, fmt(row.subject, row.unit), fmt(row.baseline, row.unit),
+                          "-" if row.ratio is None else f"{row.ratio:.2f}x", row.goal, verdict])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |"
+                     for line in lines)
+
+
+def to_json(res: Result) -> dict[str, Any]:
+    return {
+        "title": res.title,
+        "passed": res.passed,
+        "rows": [{"measure": r.measure, "subject": r.subject, "baseline": r.baseline, "unit": r.unit,
+                  "ratio": r.ratio, "goal": r.goal,
+                  "passed": r.passed} for r in res.rows],
+        "raw": res.raw,
+    }
+
+
+async def run_all(plan: Plan, progress: Callable[[str], None]) -> list[Result]:
+    from ito_training_mcp.reference_backend import ReferenceBackend
+
+    results: list[Result] = []
+    workdir = Path(tempfile.mkdtemp(prefix="ito-bench-"))  # mode 0700, owned by us: a safe manifest home
+    try:
+        progress("cold start (spawn -> initialize -> tools/list)")
+        results.append(await bench_cold_start(plan))
+        progress("stdio latency (refused check vs echo)")
+        results.append(await bench_latency(plan))
+        progress("digest_manifest on ~1 MiB")
+        results.append(await bench_digest(plan, workdir))
+        progress("submit_training against the reference backend")
+        with ReferenceBackend() as backend:
+            tenant = new_tenant(backend, workdir)
+            submit_result = await bench_submit(plan, tenant)
+            results.append(submit_result)
+            progress("64 concurrent submits over 16 keys")
+            warm_ms = float(submit_result.raw["warm_latency_ms"]["median"])
+            results.append(await bench_concurrent(plan, tenant, warm_ms))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke mode: fewer repetitions (well under 30 s)")
+    parser.add_argument("--out", default=str(BENCH / "results.json"), help="where to write the JSON results")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    started = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f} s] {message}", file=sys.stderr, flush=True)
+
+    results = anyio.run(run_all, plan, progress)
+    duration = time.perf_counter() - started
+    print(table(results))
+    print(f"\nmode: {'quick' if args.quick else 'full'}; {duration:.1f} s; "
+          f"python {platform.python_version()} on {platform.platform()}, {os.cpu_count()} CPUs")
+    missed = [r.name for r in results if r.passed is False]
+    if missed:
+        print("goals missed (reported, not failed): " + ", ".join(missed))
+    document = {
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else None,
+        "mode": "quick" if args.quick else "full",
+        "plan": asdict(plan),
+        "duration_s": duration,
+        "machine": machine(),
+        "benchmarks": {r.name: to_json(r) for r in results},
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print(f"results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
