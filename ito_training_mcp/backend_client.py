@@ -43,6 +43,7 @@ USER_AGENT = f"ito-training-mcp/{__version__}"
 CONNECT_RETRIES = 2
 _RETRY_BACKOFF_S = (0.05, 0.2)
 _SAFE_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_ASCII_COUNT = re.compile(r"[0-9]{1,15}")  # str.isdigit() also accepts '²' and other digits int() refuses
 _INVALID_TOKEN = re.compile(r'error\s*=\s*"?invalid_token"?', re.IGNORECASE)
 _INSUFFICIENT_SCOPE = re.compile(r'error\s*=\s*"?insufficient_scope"?', re.IGNORECASE)
 
@@ -306,7 +307,7 @@ class BackendClient:
         self, response: httpx.Response, cap: int, *, gate: Gate | None, mutation: bool
     ) -> tuple[int, bytes, str, str, str | None]:
         declared = response.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > cap):
+        if declared is not None and (not _ASCII_COUNT.fullmatch(declared) or int(declared) > cap):
             raise self._invalid("The backend's response is larger than the size cap.", gate, mutation)
         chunks: list[bytes] = []
         total = 0
@@ -389,7 +390,7 @@ class BackendClient:
             return BackendRefusal(ours, _MESSAGES[ours], gate=gate, details=details,
                                   ambiguous=ours is ErrorCode.IDEMPOTENCY_IN_FLIGHT)
         if status == 429:
-            if retry_after and retry_after.isdigit():
+            if retry_after and _ASCII_COUNT.fullmatch(retry_after):
                 details["retry_after_s"] = min(int(retry_after), 86_400)
             return BackendRefusal(ErrorCode.RATE_LIMITED, "The backend is rate limiting this account.", gate=gate,
                                   details=details)

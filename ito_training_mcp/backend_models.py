@@ -8,6 +8,7 @@ RFC 3339 UTC, money as decimal strings, counts as integers, flags as real boolea
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -27,8 +28,10 @@ _DECIMAL = re.compile(r"^-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$")
 def _timestamp(value: object) -> datetime:
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
         raise ValueError("must be an RFC 3339 timestamp")
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed.astimezone(UTC)
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+    except (ValueError, OverflowError):  # e.g. 0001-01-01T00:00:00+01:00 leaves the representable range
+        raise ValueError("must be a representable RFC 3339 timestamp") from None
 
 
 def _decimal_string(value: object) -> Decimal:
@@ -43,8 +46,11 @@ def _decimal_string(value: object) -> Decimal:
 def _finite_number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise ValueError("must be a number")
-    number = float(value)
-    if number != number or number in (float("inf"), float("-inf")):
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range, e.g. 10**400
+        raise ValueError("must be a finite number") from None
+    if not math.isfinite(number):
         raise ValueError("must be finite")
     return number
 

@@ -184,6 +184,13 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
             print(exc.message, file=stderr)
         return EXIT_USAGE
 
+    if args.command == "backend":  # only reachable as "--json backend": the backend owns its own options
+        envelope = _usage_envelope(UsageError("ito-training backend must be the first argument; it takes its "
+                                              "own options (see 'ito-training backend --help').",
+                                              argument="command"))
+        print(envelope.to_json(indent=2) if want_json else envelope.error.message if envelope.error else "",
+              file=stdout if want_json else stderr)
+        return EXIT_USAGE
     command = COMMANDS[args.command]
     envelope = _dispatch(command.tool, command.build(args), stderr if stderr.isatty() else None)
     print(envelope.to_json(indent=2) if args.json else render_human(envelope), file=stdout)

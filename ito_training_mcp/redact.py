@@ -9,14 +9,16 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from typing import Any
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
+# Bounded quantifiers only: a substitution over hostile text must stay linear.
 _SHAPES = re.compile(
-    r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,}"
-    r"|(?:gh[pousr]_|github_pat_|hf_|xox[abposr]-|sk-|sk_live_|sk_test_|rk_live_)[A-Za-z0-9_-]{10,}"
+    r"(?i:bearer)\s{1,8}[A-Za-z0-9._~+/=-]{8,4096}"
+    r"|(?:gh[pousr]_|github_pat_|hf_|xox[abposr]-|sk-|sk_live_|sk_test_|rk_live_)[A-Za-z0-9_-]{10,4096}"
     r"|(?:AKIA|ASIA)[A-Z0-9]{16}"
-    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r"|eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8,4096}"
 )
 MASK = "<redacted>"
 
@@ -34,6 +36,30 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, MASK)
     return _SHAPES.sub(MASK, text)
+
+
+def scrub(value: Any) -> Any:
+    """Redact every string (and key) of a JSON-like value, and make it encodable as UTF-8.
+
+    The egress filter for envelopes: whatever a backend echoes -- the configured token, a token
+    shape in a stage name, a lone surrogate -- does not leave this process through a result.
+    """
+    if isinstance(value, str):
+        text = redact(value)
+        return text.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(text) else text
+    if isinstance(value, dict):
+        return {scrub(k): scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class RedactingFilter(logging.Filter):

@@ -83,9 +83,11 @@ def validate_path_text(path: object, roots: tuple[str, ...] | None) -> str:
             "normalised",
         )
     try:
+        path.encode("utf-8")  # lone surrogates (undecodable argv bytes) are not a path we can report on
         encoded = [os.fsencode(part) for part in path[1:].split("/")]
     except UnicodeError:
-        raise _refuse(ErrorCode.MANIFEST_PATH_INVALID, "The manifest path is not encodable.", "encoding") from None
+        raise _refuse(ErrorCode.MANIFEST_PATH_INVALID, "The manifest path is not valid UTF-8 text.",
+                      "encoding") from None
     if any(len(part) > MAX_COMPONENT_BYTES for part in encoded):
         raise _refuse(ErrorCode.MANIFEST_PATH_INVALID, "A path component is too long.", "length")
     if roots is not None and not any(path.startswith(root.rstrip("/") + "/") for root in roots):
@@ -178,13 +180,14 @@ def read_regular_file(
 
 
 def _walk_to_parent(components: list[str], uid: int) -> int:
-    """Open each directory with dir_fd + O_NOFOLLOW from '/', checking it; return the parent's fd."""
+    """Open each directory with dir_fd + O_NOFOLLOW from '/', checking it; return the parent's fd.
+    Refusals name the failing component by its position, never by its text."""
     dir_fd = os.open("/", _DIR_FLAGS)
     try:
-        _check_directory(os.fstat(dir_fd), uid, "/")
-        walked = ""
-        for name in components[:-1]:
-            walked = f"{walked}/{name}"
+        _check_directory(os.fstat(dir_fd), uid, "the root directory")
+        for index, name in enumerate(components[:-1], start=1):
+            # Named by position, never by text: the path is an agent's argument and is not echoed.
+            walked = f"path component {index}"
             st = _lstat_at(name, dir_fd, walked)
             if stat.S_ISLNK(st.st_mode):
                 raise _refuse(ErrorCode.MANIFEST_SYMLINK, f"A directory on the path is a symlink ({walked}).",

@@ -160,6 +160,10 @@ class TrainingService:
         return envelope
 
     async def _envelope(self, call: Call, body: Callable[[Call], Awaitable[Outcome]]) -> Envelope:
+        envelope = await self._outcome(call, body)
+        return _egress(envelope)
+
+    async def _outcome(self, call: Call, body: Callable[[Call], Awaitable[Outcome]]) -> Envelope:
         try:
             data, notice = await body(call)
             return success(data, notice=notice, live_api_contacted=call.contacted)
@@ -755,6 +759,18 @@ class TrainingService:
                 f"{action}_training with the same idempotency_key and confirmation_ref. Never use a new key."
             ),
         )
+
+
+def _egress(envelope: Envelope) -> Envelope:
+    """Every envelope leaves through the redactor: the configured credential, token shapes a backend
+    echoed, and unencodable text never reach an agent, whatever field they hid in."""
+    from .redact import scrub
+
+    wire = envelope.to_dict()
+    clean = scrub(wire)
+    if clean == wire:
+        return envelope
+    return Envelope.model_validate(clean)
 
 
 def _submission(run: Run, *, created: bool, recovered: bool) -> dict[str, Any]:
