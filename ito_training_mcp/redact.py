@@ -6,6 +6,7 @@ credentials register their value here; provider token shapes are masked too.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -20,6 +21,10 @@ _SHAPES = re.compile(
     r"|(?:AKIA|ASIA)[A-Z0-9]{16}"
     r"|eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8,4096}"
 )
+# Literal triggers of _SHAPES (substring tests beat a regex alternation on long text): text holding
+# none of them, and no registered secret, needs no work.
+_SHAPE_TRIGGERS = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "hf_", "xox", "sk-", "sk_", "rk_live_",
+                   "AKIA", "ASIA", "eyJ")
 MASK = "<redacted>"
 
 
@@ -27,6 +32,22 @@ def register_secret(value: str) -> None:
     if len(value) >= 8:
         with _lock:
             _secrets.add(value)
+
+
+def needs_redaction(text: str) -> bool:
+    """Cheap test: could `redact` change this text (or the strings this JSON text encodes)?"""
+    with _lock:
+        known = tuple(_secrets)
+    if any(secret in text or json.dumps(secret)[1:-1] in text for secret in known):
+        return True
+    if any(trigger in text for trigger in _SHAPE_TRIGGERS) or "bearer" in text.lower():
+        return _SHAPES.search(text) is not None
+    return False
+
+
+def has_registered_secrets() -> bool:
+    with _lock:
+        return bool(_secrets)
 
 
 def redact(text: str) -> str:

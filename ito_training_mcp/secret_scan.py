@@ -65,15 +65,20 @@ _CHECKS: tuple[_Check, ...] = (
            re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8}")),
     _Check("bearer_token", ("bearer",),
            re.compile(r"(?i:\bbearer)\s{1,8}(?=[A-Za-z0-9._~+/=-]{0,63}[0-9])[A-Za-z0-9._~+/=-]{8}"), folded=True),
-    _Check("url_userinfo", ("://",), re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^/\s?#@]{1,256}@")),
+    _Check("url_userinfo", ("://",), re.compile(r"://[^/\s?#@]{1,256}@")),
     _Check("azure_account_key", ("accountkey", "sharedaccesskey"),
            re.compile(r"(?i:accountkey|sharedaccesskey)\s{0,8}=\s{0,8}[A-Za-z0-9+/=]{16}"), folded=True),
     _Check("credential_assignment", _CREDENTIAL_KEYWORDS,
            re.compile(r"(?i:password|passwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
                       r"[A-Za-z0-9_.-]{0,40}\s{0,8}[:=]\s{0,8}[^\s,;]{6}"), folded=True),
 )
+# Any trigger of any check, as two literal alternations (case-sensitive ones on the text, folded
+# ones on its lower-cased form): a string that matches neither holds no credential shape, and
+# costs two C-level searches. A case-insensitive alternation would be several times slower.
+_SENSITIVE_TRIGGERS = re.compile("|".join(re.escape(t) for c in _CHECKS if not c.folded for t in c.triggers))
+_FOLDED_TRIGGERS = re.compile("|".join(re.escape(t) for c in _CHECKS if c.folded for t in c.triggers) + "|basic")
 _BASIC_AUTH = re.compile(r"(?i:\bbasic)\s{1,8}([A-Za-z0-9+/]{8,1024}={0,2})(?![A-Za-z0-9+/=])")
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s\"'<>]{1,8192}")
+_URL = re.compile(r"://[^\s\"'<>]{1,8192}")  # anchored on the literal: the scheme does not matter here
 
 _SIGNED_QUERY_KEYS = frozenset(
     {
@@ -144,7 +149,7 @@ def _basic_auth(text: str) -> bool:
 def _signed_url(text: str) -> bool:
     for match in _URL.finditer(text):
         try:
-            query = urlsplit(match.group(0)).query
+            query = urlsplit("x" + match.group(0)).query
         except ValueError:
             continue
         if query and any(k.lower() in _SIGNED_QUERY_KEYS for k, _ in parse_qsl(query, keep_blank_values=True)):
@@ -152,25 +157,30 @@ def _signed_url(text: str) -> bool:
     return False
 
 
-def value_kinds(text: str, checks: tuple[_Check, ...] = _CHECKS, *, extras: bool = True) -> list[str]:
+def value_kinds(text: str) -> list[str]:
     """The kinds of credential found in one string (empty when none)."""
     lower = text.lower()
-    kinds = [c.kind for c in checks if c.triggered(text, lower) and c.pattern.search(text)]
-    if extras and "basic" in lower and _basic_auth(text):
+    if not (_SENSITIVE_TRIGGERS.search(text) or _FOLDED_TRIGGERS.search(lower)):
+        return []
+    kinds = [c.kind for c in _CHECKS if c.triggered(text, lower) and c.pattern.search(text)]
+    if "basic" in lower and _basic_auth(text):
         kinds.append("basic_auth")
-    if extras and "://" in text and "?" in text and _signed_url(text):
+    if "://" in text and "?" in text and _signed_url(text):
         kinds.append("signed_url")
     return sorted(set(kinds))
 
 
-def _walk(document: Any) -> Iterator[tuple[str, str | None, Any]]:
+def _walk(document: Any, key_kinds: dict[str, list[str]]) -> Iterator[tuple[str, str | None, Any]]:
     """Yield (pointer, key, value) for every member and element, iteratively."""
     stack: list[tuple[str, Any]] = [("", document)]
     while stack:
         pointer, node = stack.pop()
         if isinstance(node, dict):
             for key, child in node.items():
-                masked = _escape(key) if _PLAIN_KEY.fullmatch(key) and not value_kinds(key) else "*"
+                # A key that merely names a credential ("password") is shown; one that holds a token
+                # shape, or is not a plain identifier, is masked.
+                shaped = any(kind != "credential_key_name" for kind in _kinds_of_key(key, key_kinds))
+                masked = _escape(key) if _PLAIN_KEY.fullmatch(key) and not shaped else "*"
                 child_pointer = f"{pointer}/{masked}"
                 yield child_pointer, key, child
                 stack.append((child_pointer, child))
@@ -181,35 +191,28 @@ def _walk(document: Any) -> Iterator[tuple[str, str | None, Any]]:
                 stack.append((child_pointer, child))
 
 
+def _kinds_of_key(key: str, cache: dict[str, list[str]]) -> list[str]:
+    """Keys repeat across a document; each distinct one is checked once per scan."""
+    kinds = cache.get(key)
+    if kinds is None:
+        kinds = value_kinds(key)
+        if not kinds and credential_key_name(key):
+            kinds = ["credential_key_name"]
+        cache[key] = kinds
+    return kinds
+
+
 def scan(document: Any) -> list[Finding]:
-    """Every credential-looking key or string in the document, in document order, bounded.
-
-    The literal triggers are first tested once against all the document's strings joined, so the
-    per-string work only includes the kinds that can possibly be present.
-    """
-    items = list(_walk(document))
-    strings = [document] if isinstance(document, str) else []
-    strings += [key for _, key, _ in items if key is not None]
-    strings += [value for _, _, value in items if isinstance(value, str)]
-    joined = "\n".join(strings)
-    lower = joined.lower()
-    checks = tuple(c for c in _CHECKS if c.triggered(joined, lower))
-    extras = "basic" in lower or ("://" in joined and "?" in joined)
-
-    def kinds(text: str) -> list[str]:
-        return value_kinds(text, checks, extras=extras) if (checks or extras) else []
-
+    """Every credential-looking key or string in the document, in document order, bounded."""
+    key_kinds: dict[str, list[str]] = {}
     findings: list[Finding] = []
     if isinstance(document, str):
-        findings.extend(Finding("", kind) for kind in kinds(document))
-    for pointer, key, value in items:
+        findings.extend(Finding("", kind) for kind in value_kinds(document))
+    for pointer, key, value in _walk(document, key_kinds):
         if key is not None:
-            key_kinds = kinds(key)
-            findings.extend(Finding(pointer, kind, in_key=True) for kind in key_kinds)
-            if not key_kinds and credential_key_name(key):
-                findings.append(Finding(pointer, "credential_key_name", in_key=True))
+            findings.extend(Finding(pointer, kind, in_key=True) for kind in _kinds_of_key(key, key_kinds))
         if isinstance(value, str):
-            findings.extend(Finding(pointer, kind) for kind in kinds(value))
+            findings.extend(Finding(pointer, kind) for kind in value_kinds(value))
         if len(findings) >= MAX_FINDINGS:
             break
     findings.sort(key=lambda f: f.pointer)

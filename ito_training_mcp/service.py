@@ -763,14 +763,26 @@ class TrainingService:
 
 def _egress(envelope: Envelope) -> Envelope:
     """Every envelope leaves through the redactor: the configured credential, token shapes a backend
-    echoed, and unencodable text never reach an agent, whatever field they hid in."""
-    from .redact import scrub
+    echoed, and unencodable text never reach an agent, whatever field they hid in. Envelopes built
+    only from local, validated input skip the work."""
+    import json
 
-    wire = envelope.to_dict()
-    clean = scrub(wire)
-    if clean == wire:
+    from .redact import has_registered_secrets, needs_redaction, scrub
+
+    if not envelope.live_api_contacted and not has_registered_secrets():
+        # Nothing came from a backend and no credential was ever loaded: everything in this envelope
+        # was produced here from validated input (the manifest passed the secret scan).
         return envelope
-    return Envelope.model_validate(clean)
+    wire = envelope.to_dict()
+    text = json.dumps(wire, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        if not needs_redaction(text):  # the common case: one serialisation and a few substring tests
+            return envelope
+    return Envelope.model_validate(scrub(wire))
 
 
 def _submission(run: Run, *, created: bool, recovered: bool) -> dict[str, Any]:
