@@ -16,9 +16,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+from pydantic import BaseModel
 
 from . import credentials, inputs
 from .config import BackendSettings, ManifestSettings
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .manifest import DigestedManifest
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+M = TypeVar("M", bound=BaseModel)
 
 log = logging.getLogger("ito_training_mcp")
 
@@ -631,32 +633,32 @@ class TrainingService:
 
     async def training_metrics(self, run_id: object) -> Envelope:
         async def body(call: Call) -> Outcome:
-            from .backend_client import run_path
             from .backend_models import Metrics
 
-            run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
-            call.note(run_id=run_ref)
-            async with self._authenticated(call) as (api, _):
-                _, metrics = await api.request("GET", run_path(run_ref, "/metrics"), Metrics, gate=None)
+            run_ref, metrics = await self._read_run(call, run_id, "/metrics", Metrics)
             return {"run_id": run_ref, **metrics.model_dump(mode="json")}, NOTICE_READ_ONLY
 
         return await self._run("training_metrics", body)
 
     async def list_checkpoints(self, run_id: object) -> Envelope:
         async def body(call: Call) -> Outcome:
-            from .backend_client import run_path
             from .backend_models import Checkpoints
 
-            run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
-            call.note(run_id=run_ref)
-            async with self._authenticated(call) as (api, _):
-                _, found = await api.request("GET", run_path(run_ref, "/checkpoints"), Checkpoints, gate=None)
-            checkpoints = [
-                {**c.model_dump(mode="json"), "uri": _safe_text(c.uri)} for c in found.checkpoints
-            ]
+            run_ref, found = await self._read_run(call, run_id, "/checkpoints", Checkpoints)
+            checkpoints = [{**c.model_dump(mode="json"), "uri": _safe_text(c.uri)} for c in found.checkpoints]
             return {"run_id": run_ref, "checkpoints": checkpoints}, NOTICE_READ_ONLY
 
         return await self._run("list_checkpoints", body)
+
+    async def _read_run(self, call: Call, run_id: object, suffix: str, model: type[M]) -> tuple[str, M]:
+        """A read-only lifecycle GET: gate 0 on the run id, then gates 1 and 3 and the credential."""
+        from .backend_client import run_path
+
+        run_ref = inputs.identifier(run_id, "run_id")                        # 0 input
+        call.note(run_id=run_ref)
+        async with self._authenticated(call) as (api, _):
+            _, found = await api.request("GET", run_path(run_ref, suffix), model, gate=None)
+        return run_ref, found
 
     # ------------------------------------------------------------------ lifecycle mutations
 
