@@ -24,6 +24,23 @@ CANARY_GITHUB = "ghp_" + "C4n4ryC4n4ryC4n4ryC4n4ryC4n4ryC4n4ry"
 CANARY_AWS = "AKIA" + "CANARY7EXAMPLE77"
 
 
+def assert_manifest_refused(env: Any, code: str, *absent: str) -> None:
+    """A gate-2 refusal: the code, nothing contacted, a valid UTF-8 envelope, none of `absent` echoed."""
+    assert env.ok is False, env.to_json()
+    assert env.data is None
+    assert env.error is not None
+    assert env.error.code.value == code, env.to_json()
+    assert env.error.gate is not None
+    assert env.error.gate.value == "manifest"
+    assert env.live_api_contacted is False
+    wire = env.to_json()
+    assert json.loads(wire)["error"]["code"] == code
+    wire.encode("utf-8")
+    for text in absent:
+        assert text not in env.error.message
+        assert text not in wire
+
+
 def _strip_ito_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("ITO_"):

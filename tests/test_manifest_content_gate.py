@@ -20,6 +20,8 @@ from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.manifest import manifest_json_schema
 from ito_training_mcp.service import TrainingService
 
+from .conftest import assert_manifest_refused
+
 WriteFile = Callable[..., str]
 Doc = dict[str, Any]
 
@@ -30,19 +32,7 @@ MARK = "ZQXcontentmark"
 
 
 def assert_refused(env: Envelope, code: str, *absent: str) -> None:
-    assert env.ok is False, env.to_json()
-    assert env.data is None
-    assert env.error is not None
-    assert env.error.code.value == code, env.to_json()
-    assert env.error.gate is not None
-    assert env.error.gate.value == "manifest"
-    assert env.live_api_contacted is False
-    wire = env.to_json()
-    json.loads(wire)
-    wire.encode("utf-8")
-    for text in absent:
-        assert text not in env.error.message
-        assert text not in wire
+    assert_manifest_refused(env, code, *absent)
 
 
 def problem_pointers(env: Envelope) -> list[str]:

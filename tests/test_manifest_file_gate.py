@@ -28,6 +28,8 @@ from ito_training_mcp.manifest import digest_manifest_file
 from ito_training_mcp.safe_read import ReadHooks, read_regular_file
 from ito_training_mcp.service import TrainingService
 
+from .conftest import assert_manifest_refused
+
 MIB = 1024 * 1024
 OTHER_UID = 12345
 MARKER = "ZQX-file-gate-content-marker-5d1f"
@@ -56,18 +58,7 @@ def write_marked(directory: Path, example_document: dict[str, Any], name: str = 
 
 
 def assert_refused(env: Envelope, code: str, marker: str | None = MARKER) -> None:
-    assert env.ok is False, env.to_json()
-    assert env.data is None
-    assert env.error is not None
-    assert env.error.code.value == code, env.to_json()
-    assert env.error.gate is not None
-    assert env.error.gate.value == "manifest"
-    assert env.live_api_contacted is False
-    wire = env.to_json()
-    assert json.loads(wire)["error"]["code"] == code
-    if marker is not None:
-        assert marker not in env.error.message
-        assert marker not in wire
+    assert_manifest_refused(env, code, *([] if marker is None else [marker]))
 
 
 def assert_digested(env: Envelope, path: str, content: bytes) -> None:

@@ -226,27 +226,26 @@ class Store:
         return self.row("SELECT * FROM tokens WHERE token_sha256 = ?", (token_digest(token),))
 
     # -- bookings and confirmations ---------------------------------------------------------
-    def insert_booking(self, values: dict[str, Any]) -> bool:
-        now = self.clock()
-        row = {**values, "created_at": now, "updated_at": now}
+    def _insert_new(self, table: str, row: dict[str, Any]) -> bool:
+        """Insert `row` unless its primary key exists; True iff inserted. `table` is a constant here."""
         columns = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         with self.tx() as conn:
-            cur = conn.execute(f"INSERT OR IGNORE INTO bookings ({columns}) VALUES ({marks})",  # noqa: S608
+            cur = conn.execute(f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})",  # noqa: S608
                                tuple(row.values()))
             return cur.rowcount == 1
+
+    def insert_booking(self, values: dict[str, Any]) -> bool:
+        now = self.clock()
+        return self._insert_new("bookings", {**values, "created_at": now, "updated_at": now})
 
     def booking(self, booking_id: str) -> sqlite3.Row | None:
         return self.row("SELECT * FROM bookings WHERE booking_id = ?", (booking_id,))
 
     def insert_confirmation(self, values: dict[str, Any]) -> bool:
-        row = {**values, "consumed_at": None, "consumed_by": None, "created_at": self.clock()}
-        columns = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        with self.tx() as conn:
-            cur = conn.execute(f"INSERT OR IGNORE INTO confirmations ({columns}) VALUES ({marks})",  # noqa: S608
-                               tuple(row.values()))
-            return cur.rowcount == 1
+        return self._insert_new(
+            "confirmations", {**values, "consumed_at": None, "consumed_by": None, "created_at": self.clock()}
+        )
 
     def confirmation(self, ref: str) -> sqlite3.Row | None:
         return self.row("SELECT * FROM confirmations WHERE ref = ?", (ref,))
