@@ -1,0 +1,20 @@
+"""The core: every operation of the contract as a plain async method returning an `Envelope`.
+
+The MCP tools and the CLI are thin adapters over `TrainingService`; it knows nothing of either.
+The operations are grouped by concern -- `submit.py` (availability, digest, submit: the gates of
+contract §3 read top to bottom in one function), `lifecycle.py` (following, cancelling and
+cleaning up a run) -- over the machinery they share in `base.py`.
+"""
+
+from __future__ import annotations
+
+from .base import Call, Progress
+from .lifecycle import LifecycleOperations
+from .submit import SubmitOperations
+
+
+class TrainingService(SubmitOperations, LifecycleOperations):
+    """The one core behind both doors. See `ServiceBase` for the constructor's arguments."""
+
+
+__all__ = ["Call", "Progress", "TrainingService"]

@@ -1,0 +1,332 @@
+"""Following a run (status, logs, metrics, checkpoints) and its two mutations (cancel, cleanup)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .. import inputs
+from ..envelope import Envelope, ErrorCode, Gate
+from ..errors import InputRefusal, Refusal
+from .base import Call, Outcome, Progress, ServiceBase, _safe_text
+from .notices import (
+    NOTICE_CANCELLED,
+    NOTICE_CLEANED,
+    NOTICE_GATE_FAILED,
+    NOTICE_LOGS,
+    NOTICE_LOGS_END,
+    NOTICE_NO_RUN,
+    NOTICE_READ_ONLY,
+    NOTICE_STATUS,
+    NOTICE_STILL_RUNNING,
+    NOTICE_TERMINAL,
+)
+
+if TYPE_CHECKING:
+    from ..backend_client import BackendClient
+    from ..backend_models import Run
+    from ..config import BackendSettings
+
+
+class LifecycleOperations(ServiceBase):
+    """training_status, training_logs, training_metrics, list_checkpoints, cancel_training, cleanup_training."""
+
+    async def training_status(
+        self,
+        run_id: object = None,
+        idempotency_key: object = None,
+        wait_seconds: object = None,
+        *,
+        progress: Progress | None = None,
+    ) -> Envelope:
+        async def body(call: Call) -> Outcome:
+            run_ref = inputs.optional_identifier(run_id, "run_id")           # 0 input
+            key = None if idempotency_key is None else inputs.idempotency_key(idempotency_key)
+            if (run_ref is None) == (key is None):
+                raise Refusal(
+                    ErrorCode.INVALID_INPUT, "Give exactly one of run_id or idempotency_key.", gate=Gate.INPUT,
+                    details={"argument": "run_id", "problem": "exactly_one_of_run_id_or_idempotency_key"},
+                )
+            wait = inputs.bounded_int(wait_seconds, "wait_seconds", default=0, low=0, high=inputs.MAX_WAIT_SECONDS)
+            call.note(run_id=run_ref, idempotency_key=key)
+            async with self._authenticated(call) as (api, settings):
+                if run_ref is None:
+                    assert key is not None
+                    found = await self._lookup_by_key(api, key, Gate.IDEMPOTENCY)
+                    if found is None:
+                        return {"found": False, "idempotency_key": key, "run_id": None, "state": None}, NOTICE_NO_RUN
+                    run_ref = found.run_id
+                run, waited, timed_out = await self._poll(api, settings, run_ref, wait, progress)
+            data = _run_status(run)
+            data["wait"] = {"requested_s": wait, "waited_s": round(waited, 3), "timed_out": timed_out}
+            return data, _status_notice(run, timed_out)
+
+        return await self._run("training_status", body)
+
+    async def _poll(
+        self, api: BackendClient, settings: BackendSettings, run_id: str, wait_s: int, progress: Progress | None
+    ) -> tuple[Run, float, bool]:
+        """Fetch the run; with a wait, poll with bounded backoff until terminal or the deadline.
+
+        A revoked credential raises at once (no further request). Progress goes up with elapsed
+        time, so clients can draw a bar; its message names the state and the current stage.
+        """
+        from ..backend_models import TERMINAL_STATES
+
+        started = time.monotonic()
+        interval = settings.poll_interval_s
+        last_progress = -1.0
+        while True:
+            run = await self._get_run(api, run_id)
+            elapsed = time.monotonic() - started
+            terminal = run.state in TERMINAL_STATES
+            if progress is not None and wait_s > 0:
+                value = float(wait_s) if terminal else max(min(elapsed, float(wait_s)), last_progress + 0.001)
+                if value > last_progress:
+                    last_progress = value
+                    await progress(value, float(wait_s), _progress_message(run))
+            if terminal or wait_s == 0:
+                return run, elapsed, False
+            remaining = wait_s - elapsed
+            if remaining <= 0:
+                return run, elapsed, True
+            await anyio.sleep(min(interval, remaining))
+            interval = min(interval * 1.5, max(settings.poll_interval_s, 10.0))
+
+    async def training_logs(self, run_id: object, cursor: object = None, limit: object = None) -> Envelope:
+        async def body(call: Call) -> Outcome:
+            from ..backend_client import run_path
+            from ..backend_models import Logs
+
+            run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            call.note(run_id=run_ref)
+            page_cursor = inputs.cursor(cursor)
+            page_limit = inputs.bounded_int(limit, "limit", default=200, low=1, high=inputs.MAX_LOG_LIMIT)
+            params: dict[str, str | int] = {"limit": page_limit}
+            if page_cursor is not None:
+                params["cursor"] = page_cursor
+            async with self._authenticated(call) as (api, _):
+                try:
+                    _, logs = await api.request("GET", run_path(run_ref, "/logs"), Logs, gate=None, params=params)
+                except Refusal as r:
+                    if (r.details or {}).get("status") == 400 and page_cursor is not None:
+                        raise InputRefusal("The backend does not accept this cursor; pass next_cursor back unchanged, "
+                                           "or omit it to start from the first line.",
+                                           argument="cursor", problem="rejected_by_backend") from None
+                    raise
+            lines = [
+                {"ts": line.model_dump(mode="json")["ts"], "stage": line.stage, "message": _safe_text(line.message)}
+                for line in logs.lines
+            ]
+            data = {"run_id": run_ref, "lines": lines, "next_cursor": logs.next_cursor}
+            return data, NOTICE_LOGS if logs.next_cursor else NOTICE_LOGS_END
+
+        return await self._run("training_logs", body)
+
+    async def training_metrics(self, run_id: object) -> Envelope:
+        async def body(call: Call) -> Outcome:
+            from ..backend_models import Metrics
+
+            run_ref, metrics = await self._read_run(call, run_id, "/metrics", Metrics)
+            return {"run_id": run_ref, **metrics.model_dump(mode="json")}, NOTICE_READ_ONLY
+
+        return await self._run("training_metrics", body)
+
+    async def list_checkpoints(self, run_id: object) -> Envelope:
+        async def body(call: Call) -> Outcome:
+            from ..backend_models import Checkpoints
+
+            run_ref, found = await self._read_run(call, run_id, "/checkpoints", Checkpoints)
+            checkpoints = [{**c.model_dump(mode="json"), "uri": _safe_text(c.uri)} for c in found.checkpoints]
+            return {"run_id": run_ref, "checkpoints": checkpoints}, NOTICE_READ_ONLY
+
+        return await self._run("list_checkpoints", body)
+
+    # ------------------------------------------------------------------ lifecycle mutations
+
+    async def cancel_training(self, run_id: object, confirmation_ref: object, idempotency_key: object) -> Envelope:
+        return await self._run_mutation("cancel_training", "cancel", run_id, confirmation_ref, idempotency_key)
+
+    async def cleanup_training(self, run_id: object, confirmation_ref: object, idempotency_key: object) -> Envelope:
+        return await self._run_mutation("cleanup_training", "cleanup", run_id, confirmation_ref, idempotency_key)
+
+    async def _run_mutation(
+        self, tool: str, action: str, run_id: object, confirmation_ref: object, idempotency_key: object
+    ) -> Envelope:
+        """Cancel and cleanup: their own confirmation (bound to the run) and their own idempotency key.
+
+        The confirmation is checked before the request for account, action and run. Whether it is
+        consumed or expired is left to the backend, which is authoritative and replays the stored
+        result for a retry with the same key (a retry must not be refused for using the
+        confirmation it already used). Ambiguous answers are resolved by status, then by resending
+        the same key and body, a bounded number of times.
+        """
+
+        async def body(call: Call) -> Outcome:
+            try:
+                return await mutate(call)
+            except Refusal as r:
+                r.next_step = r.next_step or _mutation_next_step(r, action)
+                raise
+
+        async def mutate(call: Call) -> Outcome:
+            run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
+            key = inputs.idempotency_key(idempotency_key)
+            call.note(run_id=run_ref, idempotency_key=key, action=action)
+            ref = inputs.confirmation_ref(confirmation_ref)
+            call.note(confirmation_ref=ref)
+            async with self._authenticated(call) as (api, settings):         # 1, 3
+                account_id = await self._account_id(api, settings, Gate.CONFIRMATION)
+                await self._gate_action_confirmation(api, ref, account_id, run_ref, f"training.{action}")  # 6
+                result, recovered = await self._send_mutation(api, settings, action, run_ref, ref, key)  # 7
+            return _mutation_data(action, run_ref, key, result, recovered), _mutation_notice(action)
+
+        return await self._run(tool, body)
+
+    async def _gate_action_confirmation(
+        self, api: BackendClient, ref: str, account_id: str, run_id: str, action: str
+    ) -> None:
+        from ..backend_client import segment
+        from ..backend_models import Confirmation
+
+        _, c = await api.request("GET", f"/v1/confirmations/{segment(ref)}", Confirmation, gate=Gate.CONFIRMATION)
+        reason = None
+        if c.ref != ref or c.account_id != account_id:
+            reason = "account"
+        elif c.action != action:
+            reason = "action"
+        elif c.run_id != run_id:
+            reason = "run"
+        if reason is not None:
+            raise Refusal(
+                ErrorCode.CONFIRMATION_MISMATCH,
+                f"The confirmation is not for {action} of this run by this account ({reason}).",
+                gate=Gate.CONFIRMATION, details={"reason": reason, "confirmation_ref": ref},
+            )
+
+    async def _send_mutation(
+        self, api: BackendClient, settings: BackendSettings, action: str, run_id: str, ref: str, key: str
+    ) -> tuple[Any, bool]:
+        from ..backend_client import BackendRefusal, run_path
+        from ..backend_models import CleanupResult, Run
+
+        model: type[Run] | type[CleanupResult] = Run if action == "cancel" else CleanupResult
+        last: BackendRefusal | None = None
+        for round_ in range(settings.recovery_attempts + 1):
+            if round_ > 0:
+                await self._recovery_pause(round_)
+                try:
+                    await self._get_run(api, run_id)  # status first, as after an ambiguous submit
+                except BackendRefusal as r:
+                    if r.code in (ErrorCode.CREDENTIAL_REVOKED, ErrorCode.AUTH_REJECTED, ErrorCode.RUN_NOT_FOUND):
+                        raise
+            try:
+                _, result = await api.request(
+                    "POST", run_path(run_id, f"/{action}"), model, gate=Gate.CREATE,
+                    json_body={"confirmation_ref": ref}, idempotency_key=key, mutation=True,
+                )
+            except BackendRefusal as r:
+                if not r.ambiguous:
+                    raise
+                last = r
+                continue
+            return result, round_ > 0
+        raise Refusal(
+            ErrorCode.SUBMISSION_OUTCOME_UNKNOWN,
+            f"The {action} request got no trustworthy answer after {settings.recovery_attempts + 1} attempts with "
+            "the same idempotency key; it may or may not have taken effect.",
+            gate=Gate.CREATE,
+            details={"action": action, "run_id": run_id, "idempotency_key": key,
+                     "last_code": last.code.value if last else None},
+            next_step=(
+                f"Call training_status with run_id to see the run's state; if the {action} has not happened, retry "
+                f"{action}_training with the same idempotency_key and confirmation_ref. Never use a new key."
+            ),
+        )
+
+
+def _run_status(run: Run) -> dict[str, Any]:
+    """Everything the backend reports about the run, stage gates and evals exactly as reported."""
+    data = run.as_data()
+    data["found"] = True
+    data["terminal"] = run.state in _terminal_states()
+    data["failed_gates"] = [stage["name"] for stage in data["stages"] if stage["gate"]["status"] == "failed"]
+    return data
+
+
+def _terminal_states() -> frozenset[Any]:
+    from ..backend_models import TERMINAL_STATES
+
+    return TERMINAL_STATES
+
+
+def _progress_message(run: Run) -> str:
+    passed = sum(1 for stage in run.stages if stage.gate.status == "passed")
+    current = next((stage.name for stage in run.stages if stage.state == "running"), None)
+    where = f", stage {current}" if current else ""
+    return f"run {run.run_id}: {run.state.value}{where} ({passed}/{len(run.stages)} gates passed)"
+
+
+def _status_notice(run: Run, timed_out: bool) -> str:
+    from ..backend_models import RunState
+
+    if run.state is RunState.GATE_FAILED:
+        return NOTICE_GATE_FAILED
+    if timed_out:
+        return NOTICE_STILL_RUNNING
+    if run.state in _terminal_states():
+        return NOTICE_TERMINAL
+    return NOTICE_STATUS
+
+
+def _mutation_data(action: str, run_id: str, key: str, result: Any, recovered: bool) -> dict[str, Any]:
+    from ..backend_models import CleanupResult, Run
+
+    data: dict[str, Any] = {}
+    if isinstance(result, Run):
+        data.update(_run_status(result))
+        # The run carries its submit key; this action has its own, and that is the one to retry with.
+        data["submit_idempotency_key"] = data.pop("idempotency_key")
+    elif isinstance(result, CleanupResult):
+        if not result.booking_untouched:
+            raise Refusal(
+                ErrorCode.BACKEND_INVALID_RESPONSE,
+                "The backend reports that cleanup modified the booking, which this product never authorises.",
+                gate=Gate.CREATE, details={"run_id": run_id, "booking_untouched": False},
+                next_step="Tell the user at once: the booking may have been changed without their authorisation.",
+            )
+        data.update({"cleaned": list(result.cleaned), "booking_untouched": True})
+    data.update({"action": action, "run_id": run_id, "idempotency_key": key,
+                 "recovered_after_ambiguous_response": recovered})
+    return data
+
+
+def _mutation_next_step(refused: Refusal, action: str) -> str | None:
+    """Cancel and cleanup refusals point at their own confirmation and tool, not at a submit."""
+    tool = f"{action}_training"
+    confirm_again = (
+        f"Ask the user to create a new confirmation out of band for training.{action} of this run; then call "
+        f"{tool} again with the new confirmation_ref and the same idempotency_key."
+    )
+    if refused.code is ErrorCode.CONFIRMATION_REQUIRED:
+        return (f"Ask the user to confirm training.{action} of this run out of band at the Itô desk and give you "
+                f"the confirmation reference; then call {tool} with it.")
+    if refused.code in (ErrorCode.CONFIRMATION_NOT_FOUND, ErrorCode.CONFIRMATION_EXPIRED,
+                        ErrorCode.CONFIRMATION_MISMATCH):
+        return confirm_again
+    if refused.code is ErrorCode.CONFIRMATION_CONSUMED:
+        return (f"That confirmation was already used. If this is a retry, call {tool} with the idempotency_key of "
+                f"the first attempt; otherwise: {confirm_again[0].lower()}{confirm_again[1:]}")
+    if refused.code is ErrorCode.VALIDATION_REJECTED and (refused.details or {}).get("reason") == "run_active":
+        return ("The run is still active: it must finish, or be cancelled with cancel_training (its own "
+                "confirmation), before cleanup. Report its state to the user.")
+    return None
+
+
+def _mutation_notice(action: str) -> str:
+    if action == "cancel":
+        return NOTICE_CANCELLED
+    return NOTICE_CLEANED
+
