@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 INSPECTOR_VERSION := 2.12.0
 INSPECTOR := .inspector/node_modules/.bin/mcp-inspector
+CONFORMANCE_VERSION := 0.1.16
+CONFORMANCE_NODE_VERSION := 22.23.3
+CONFORMANCE_STAMP := .conformance/.installed-$(CONFORMANCE_VERSION)-node-$(CONFORMANCE_NODE_VERSION)
 
 .PHONY: install inspector demo test lint typecheck pytest bench clean
 
@@ -22,6 +25,18 @@ $(INSPECTOR):
 
 inspector: $(INSPECTOR)
 
+# The official MCP conformance suite (tests/test_conformance.py), installed locally -- never globally -- with a
+# Node 22 of its own from npm's `node` package (the suite needs Node >= 22; the machine's node may be older).
+# The stamp names both versions, so changing either reinstalls from scratch.
+$(CONFORMANCE_STAMP):
+	rm -rf .conformance
+	npm install --prefix .conformance --no-audit --no-fund --loglevel=error --save-exact \
+		node@$(CONFORMANCE_NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
+	touch $@
+
+.PHONY: conformance-install
+conformance-install: $(CONFORMANCE_STAMP)
+
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
@@ -31,7 +46,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict ito_training_mcp
 
-pytest: $(STAMP) $(INSPECTOR)
+pytest: $(STAMP) $(INSPECTOR) $(CONFORMANCE_STAMP)
 	$(PY) -m pytest -q
 
 test: lint typecheck pytest
@@ -40,4 +55,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .inspector .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .inspector .conformance .pytest_cache .mypy_cache .ruff_cache .hypothesis
