@@ -47,9 +47,13 @@ async def test_skill_is_a_prompt_and_resources_generated_from_the_one_file(conne
             assert content.text == (REPO / "skill" / relative).read_text()
 
 
+# Read at import: the autouse clean_env fixture removes every ITO_* variable before a test body runs.
+SKIP_INSPECTOR = os.environ.get("ITO_SKIP_INSPECTOR") == "1"
+
+
 def _inspector(*args: str, env: dict[str, str] | None = None) -> tuple[int, Any]:
     if not INSPECTOR.exists():
-        if os.environ.get("ITO_SKIP_INSPECTOR") == "1":
+        if SKIP_INSPECTOR:
             pytest.skip("ITO_SKIP_INSPECTOR=1: MCP Inspector not installed")
         pytest.fail("MCP Inspector missing: run `make inspector` (make test does it) or set ITO_SKIP_INSPECTOR=1")
     assert shutil.which("node"), "node is required for the MCP Inspector"
