@@ -2,9 +2,14 @@
 
 - Every exchange has a connect timeout and an overall deadline enforced with anyio (httpx's
   timeouts are per phase: a server dripping a byte a second would defeat them).
-- Bodies are streamed and capped; `Content-Length` is checked first. Redirects are never
-  followed. Proxies from the environment are not used, so the credential can only go to the
-  configured origin, and only requests built from that origin carry it.
+- The wire is checked before the body is read (see `backend_wire`): only identity content
+  coding is asked for and accepted, so a compressed "bomb" is refused unread; framing and
+  `Content-Length` are checked; the cap counts bytes as they arrive on the wire, never decoded.
+- A redirect (any 3xx) is an answer, never followed and never retried: `BACKEND_INVALID_RESPONSE`
+  with `redirected=True` and `ambiguous=False`, naming `ITO_API_URL`.
+- Proxies from the environment are not used, so the credential can only go to the configured
+  origin, and only requests built from that origin carry it. `localhost` is dialled as 127.0.0.1
+  with `Host: localhost`: no name lookup decides where a plain-http request goes.
 - Only connect failures are retried (nothing was sent). Anything that may have reached the
   server is reported as ambiguous, so the service can recover by idempotency key instead.
 - A 401 with `error="invalid_token"` is `CREDENTIAL_REVOKED` at once; the token is remembered as
@@ -21,7 +26,7 @@ import logging
 import re
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -30,7 +35,7 @@ import anyio
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from . import __version__, strict_json
+from . import __version__, backend_wire, strict_json
 from .backend_models import ErrorBody
 from .config import BackendSettings
 from .credentials import Credential
@@ -43,7 +48,7 @@ USER_AGENT = f"ito-training-mcp/{__version__}"
 CONNECT_RETRIES = 2
 _RETRY_BACKOFF_S = (0.05, 0.2)
 _SAFE_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_ASCII_COUNT = re.compile(r"[0-9]{1,15}")  # str.isdigit() also accepts '²' and other digits int() refuses
+_ASCII_COUNT = backend_wire.ASCII_COUNT
 _INVALID_TOKEN = re.compile(r'error\s*=\s*"?invalid_token"?', re.IGNORECASE)
 _INSUFFICIENT_SCOPE = re.compile(r'error\s*=\s*"?insufficient_scope"?', re.IGNORECASE)
 
@@ -105,6 +110,10 @@ class BackendRefusal(Refusal):
 
     `ambiguous` is True when the request may have been processed although no trustworthy
     answer arrived: the caller must look the outcome up by idempotency key, never resend blindly.
+
+    `redirected` is True when the backend answered with a 3xx. That is an answer, not a lost
+    response: it is never ambiguous, never followed and never resent. After a redirected mutation
+    the caller may look the outcome up once, so the agent learns whether it took effect.
     """
 
     def __init__(
@@ -114,11 +123,14 @@ class BackendRefusal(Refusal):
         *,
         gate: Gate | None,
         ambiguous: bool = False,
+        redirected: bool = False,
         details: dict[str, Any] | None = None,
         retryable: bool | None = None,
+        next_step: str | None = None,
     ) -> None:
-        super().__init__(code, message, gate=gate, details=details, retryable=retryable)
+        super().__init__(code, message, gate=gate, details=details, retryable=retryable, next_step=next_step)
         self.ambiguous = ambiguous
+        self.redirected = redirected
 
 
 def segment(value: str) -> str:
@@ -147,6 +159,7 @@ class BackendClient:
         self._transport = transport
         self._credential: Credential | None = None
         self._client: httpx.AsyncClient | None = None
+        self._extensions: dict[str, Any] = {"trace": self._trace}
 
     async def __aenter__(self) -> BackendClient:
         s = self._settings
@@ -156,13 +169,19 @@ class BackendClient:
         transport = self._transport or httpx.AsyncHTTPTransport(
             retries=0, verify=verify, trust_env=False, http1=True, http2=False
         )
+        # Identity only: a compressed answer could not be bounded by its size on the wire.
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "identity"}
+        if s.endpoint.dial_host != s.endpoint.host:
+            # `localhost` is dialled as a literal; the Host header (and TLS name) still say localhost.
+            headers["Host"] = s.endpoint.host_header
+            self._extensions["sni_hostname"] = s.endpoint.host
         self._client = httpx.AsyncClient(
-            base_url=s.endpoint.base_url,
+            base_url=s.endpoint.dial_base_url,
             timeout=timeout,
             follow_redirects=False,
             trust_env=False,
             transport=transport,
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            headers=headers,
             limits=httpx.Limits(max_connections=4, max_keepalive_connections=4),
         )
         return self
@@ -215,7 +234,7 @@ class BackendClient:
             headers["Idempotency-Key"] = idempotency_key
         request = self._client.build_request(
             method, path, params=params, json=json_body, headers=headers,
-            extensions={"trace": self._trace},
+            extensions=self._extensions,
         )
         if not self._same_origin(request.url):  # pragma: no cover - paths are fixed; guards future edits
             raise BackendRefusal(ErrorCode.CONFIG_INVALID, "Refusing to send outside the configured origin.", gate=gate)
@@ -233,8 +252,9 @@ class BackendClient:
     def _same_origin(self, url: httpx.URL) -> bool:
         endpoint = self._settings.endpoint
         default_port = 443 if url.scheme == "https" else 80
-        return (url.scheme, url.host.lower(), url.port or default_port) == (
-            endpoint.scheme, endpoint.host.lower(), endpoint.port
+        # raw_host: the ASCII form as sent (url.host would show an xn-- name decoded).
+        return (url.scheme, url.raw_host.decode("ascii").lower(), url.port or default_port) == (
+            endpoint.scheme, endpoint.dial_host.lower(), endpoint.port
         )
 
     async def _trace(self, event: str, info: Mapping[str, Any]) -> None:
@@ -306,19 +326,21 @@ class BackendClient:
     async def _read_capped(
         self, response: httpx.Response, cap: int, *, gate: Gate | None, mutation: bool
     ) -> tuple[int, bytes, str, str, str | None]:
-        declared = response.headers.get("content-length")
-        if declared is not None and (not _ASCII_COUNT.fullmatch(declared) or int(declared) > cap):
-            raise self._invalid("The backend's response is larger than the size cap.", gate, mutation)
-        chunks: list[bytes] = []
-        total = 0
-        async for chunk in response.aiter_bytes():
-            total += len(chunk)
-            if total > cap:
-                raise self._invalid("The backend's response is larger than the size cap.", gate, mutation)
-            chunks.append(chunk)
+        """Judge the status line and headers, then read at most `cap` bytes as they came off the wire."""
+        status = response.status_code
+        if 300 <= status < 400:
+            raise self._redirect(status, gate, mutation)
+        problem = backend_wire.head_problem(status, response.headers.raw, cap)
+        if problem is not None:
+            raise self._invalid(problem, gate, mutation)
+        body = bytearray()
+        async for chunk in _raw_chunks(response):
+            if len(body) + len(chunk) > cap:
+                raise self._invalid(backend_wire.TOO_LARGE, gate, mutation)
+            body += chunk
         return (
-            response.status_code,
-            b"".join(chunks),
+            status,
+            bytes(body),
             response.headers.get("content-type", ""),
             response.headers.get("www-authenticate", ""),
             response.headers.get("retry-after"),
@@ -329,6 +351,22 @@ class BackendClient:
     @staticmethod
     def _invalid(message: str, gate: Gate | None, mutation: bool) -> BackendRefusal:
         return BackendRefusal(ErrorCode.BACKEND_INVALID_RESPONSE, message, gate=gate, ambiguous=mutation)
+
+    @staticmethod
+    def _redirect(status: int, gate: Gate | None, mutation: bool) -> BackendRefusal:
+        """A 3xx is the backend's answer: refused, never followed, never resent, never ambiguous."""
+        then = (" For a submit, cancel or cleanup, call training_status (same idempotency_key or run_id) once the "
+                "setting is fixed, to learn whether it took effect, before trying again.") if mutation else ""
+        return BackendRefusal(
+            ErrorCode.BACKEND_INVALID_RESPONSE,
+            f"The backend answered with a redirect (status {status}), which this client never follows; nothing "
+            "was re-sent. Check that ITO_API_URL points at the API origin itself.",
+            gate=gate, ambiguous=False, redirected=True,
+            details={"status": status, "setting": "ITO_API_URL"},
+            next_step=("Tell the user the backend answered with a redirect: ITO_API_URL must point at the API "
+                       "origin itself, not at an address that redirects. Do not retry until the setting is fixed."
+                       + then),
+        )
 
     def _parse_json(self, body: bytes, content_type: str) -> Any:
         media = content_type.split(";", 1)[0].strip().lower()
@@ -394,14 +432,24 @@ class BackendClient:
                 details["retry_after_s"] = min(int(retry_after), 86_400)
             return BackendRefusal(ErrorCode.RATE_LIMITED, "The backend is rate limiting this account.", gate=gate,
                                   details=details)
-        if 300 <= status < 400:
-            return self._invalid("The backend answered with a redirect, which this client never follows.",
-                                 gate, mutation)
         if status >= 500:
             return BackendRefusal(ErrorCode.BACKEND_ERROR, f"The backend failed with status {status}.", gate=gate,
                                   details=details, ambiguous=mutation, retryable=True)
         return BackendRefusal(ErrorCode.BACKEND_ERROR, f"The backend refused the request with status {status}.",
                               gate=gate, details=details, retryable=False)
+
+
+async def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as transferred (after de-chunking), never through a content decoder.
+
+    A response a test transport built in memory was read whole when it was constructed; it is
+    already in memory, and only identity-coded ones get this far, so its content is the raw body.
+    """
+    if response.is_stream_consumed:
+        yield response.content
+        return
+    async for chunk in response.aiter_raw():
+        yield chunk
 
 
 def run_path(run_id: str, suffix: str = "") -> str:

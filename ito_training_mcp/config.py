@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -90,23 +91,84 @@ class ManifestSettings:
         return cls(max_bytes=max_bytes, roots=roots)
 
 
-def _is_loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost."):
-        return True
+# Where plain http may go. `localhost` is accepted by name but never looked up: it is dialled as
+# 127.0.0.1 (an IPv6-only loopback server is configured as `[::1]`). Everything else must be an IP
+# literal that the standard library parses as loopback; shorthand forms such as `127.1`, a trailing
+# dot, `localhost.localdomain` or an IPv4-mapped `::ffff:127.0.0.1` are not accepted for plain http.
+LOCALHOST = "localhost"
+LOCALHOST_DIAL = "127.0.0.1"
+_LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
+_LOOPBACK_V6 = ipaddress.IPv6Address("::1")
+# One DNS label, ASCII only (internationalised names are written in their xn-- form). Underscores
+# are tolerated: some private networks use them, and they cannot change where a name points.
+_DNS_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+# A label that a URL parser may read as part of an IPv4 number (`127.1`, `0x7f.1`, `2130706433`).
+_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
+# The authority once userinfo is excluded: a bracketed IPv6 literal or a name, then an optional port.
+_AUTHORITY = re.compile(r"(?P<host>\[[0-9a-fA-F:.]{2,45}\]|[^\[\]:@]{1,253})(?::(?P<port>[0-9]{1,5}))?")
+# RFC 3986 path characters (pchar and "/"); no backslash, which WHATWG parsers read as "/".
+_PATH = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
+_DOT_SEGMENT = re.compile(r"(?:^|/)(?:%2e|\.){1,2}(?:/|$)", re.IGNORECASE)
+
+
+def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address when `host` is a plain IP literal (no zone id, no shorthand), else None."""
+    if "%" in host:
+        return None
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host)
     except ValueError:
+        return None
+
+
+def loopback_dial_host(host: str) -> str | None:
+    """The IP literal plain http may dial for `host` (already lower-case, without brackets), or None.
+
+    `localhost` maps to 127.0.0.1 without any name lookup, so neither /etc/hosts nor DNS can send
+    a plain-http request (and the credential in it) anywhere else.
+    """
+    if host == LOCALHOST:
+        return LOCALHOST_DIAL
+    address = _ip_literal(host)
+    if isinstance(address, ipaddress.IPv4Address) and address in _LOOPBACK_V4:
+        return str(address)
+    if isinstance(address, ipaddress.IPv6Address) and address == _LOOPBACK_V6:
+        return str(address)
+    return None
+
+
+def _is_loopback(host: str) -> bool:
+    return loopback_dial_host(host) is not None
+
+
+def _valid_host(host: str) -> bool:
+    """An IP literal, or an ASCII DNS name without empty labels (so no trailing dot)."""
+    if _ip_literal(host) is not None:
+        return True
+    if len(host) > 253 or not host.isascii():
         return False
+    labels = host.split(".")
+    if _NUMERIC_LABEL.fullmatch(labels[-1]):
+        return False  # an IPv4 number in a shorthand or non-decimal form
+    return all(_DNS_LABEL.fullmatch(label) for label in labels)
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A validated backend origin. `base_url` has no trailing slash, no userinfo, query or fragment."""
+    """A validated backend origin.
+
+    `host` is the configured host (lower case, IPv6 without brackets); `dial_host` is the IP
+    literal or name actually connected to (127.0.0.1 for `localhost`). `base_url` is the
+    configured origin and path (no trailing slash, userinfo, query or fragment); `dial_base_url`
+    the same with `dial_host`; `host_header` is what the Host header (and TLS server name) says.
+    """
 
     scheme: str
     host: str
     port: int
     base_url: str
+    path: str
+    dial_host: str
 
     @property
     def origin(self) -> tuple[str, str, int]:
@@ -116,37 +178,71 @@ class Endpoint:
     def is_loopback(self) -> bool:
         return _is_loopback(self.host)
 
+    @property
+    def dial_base_url(self) -> str:
+        return f"{self.scheme}://{_bracketed(self.dial_host)}:{self.port}{self.path}"
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = _bracketed(self.host)
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
 
 def parse_endpoint(raw: str) -> Endpoint:
     """Validate `ITO_API_URL`. The value is never echoed: it is configuration an operator may
-    have pasted a credential into, so errors say what is wrong, not what was there."""
+    have pasted a credential into, so errors say what is wrong, not what was there. Nothing here
+    resolves a name or opens a socket."""
     text = raw.strip()
     if len(text) > 2048 or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in text):
         raise ConfigRefusal(ENV_API_URL, "not a valid URL")
     try:
         parts = urlsplit(text)
-        port = parts.port
     except ValueError:
         raise ConfigRefusal(ENV_API_URL, "not a valid URL") from None
     scheme = parts.scheme.lower()
     if scheme not in ("https", "http"):
         raise ConfigRefusal(ENV_API_URL, "the scheme must be https (or http for a loopback host)")
-    host = parts.hostname
-    if not host:
-        raise ConfigRefusal(ENV_API_URL, "the URL has no host")
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+    if "@" in parts.netloc:
         raise ConfigRefusal(ENV_API_URL, "the URL must not carry credentials (userinfo)")
-    if parts.query or parts.fragment or text.endswith(("?", "#")):
+    if parts.query or parts.fragment or "?" in text or "#" in text:
         raise ConfigRefusal(ENV_API_URL, "the URL must not have a query or fragment")
-    if scheme == "http" and not _is_loopback(host):
-        raise ConfigRefusal(ENV_API_URL, "plain http is only allowed to a loopback host; use https")
+    if not parts.netloc:
+        raise ConfigRefusal(ENV_API_URL, "the URL has no host")
+    authority = _AUTHORITY.fullmatch(parts.netloc)
+    if authority is None:
+        raise ConfigRefusal(ENV_API_URL, "the host and port are not well formed")
+    host = authority.group("host").lower()
+    if host.startswith("["):
+        address = _ip_literal(host[1:-1])
+        if not isinstance(address, ipaddress.IPv6Address):
+            raise ConfigRefusal(ENV_API_URL, "the bracketed host is not an IPv6 address")
+        host = str(address)
+    elif not _valid_host(host):
+        raise ConfigRefusal(
+            ENV_API_URL,
+            "the host must be an IP address or an ASCII DNS name without a trailing dot "
+            "(internationalised names in their xn-- form)",
+        )
+    port_text = authority.group("port")
+    port = int(port_text) if port_text is not None else (443 if scheme == "https" else 80)
+    if not 1 <= port <= 65535:
+        raise ConfigRefusal(ENV_API_URL, "the port must be between 1 and 65535")
+    dial_host = loopback_dial_host(host)
+    if scheme == "http" and dial_host is None:
+        raise ConfigRefusal(
+            ENV_API_URL,
+            "plain http is only allowed to 127.0.0.0/8, [::1] or localhost (exactly); use https",
+        )
     path = parts.path.rstrip("/")
-    if path and not is_normalised_absolute(path):
+    if path and (not is_normalised_absolute(path) or not _PATH.fullmatch(path) or _DOT_SEGMENT.search(path)):
         raise ConfigRefusal(ENV_API_URL, "the URL path must be normalised")
-    effective_port = port if port is not None else (443 if scheme == "https" else 80)
-    netloc_host = f"[{host}]" if ":" in host else host
-    base = f"{scheme}://{netloc_host}:{effective_port}{path}"
-    return Endpoint(scheme=scheme, host=host, port=effective_port, base_url=base)
+    base = f"{scheme}://{_bracketed(host)}:{port}{path}"
+    return Endpoint(scheme=scheme, host=host, port=port, base_url=base, path=path, dial_host=dial_host or host)
 
 
 @dataclass(frozen=True)
