@@ -206,6 +206,21 @@ class LifecycleOperations(ServiceBase):
                 gate=Gate.CONFIRMATION, details={"reason": reason, "confirmation_ref": ref},
             )
 
+    async def _after_redirected_mutation(self, api: BackendClient, redirect: Any, run_id: str) -> Refusal:
+        """The refusal for a redirected cancel/cleanup, with the run's state read once (never re-sent)."""
+        from ..backend_client import BackendRefusal
+
+        try:
+            run = await self._get_run(api, run_id)
+        except BackendRefusal:
+            extra: dict[str, Any] = {"outcome": "unknown"}
+        else:
+            extra = {"run_state": run.state.value}
+        return BackendRefusal(
+            redirect.code, redirect.message, gate=redirect.gate, redirected=True,
+            details={**(redirect.details or {}), **extra}, next_step=redirect.next_step,
+        )
+
     async def _send_mutation(
         self, api: BackendClient, settings: BackendSettings, action: str, run_id: str, ref: str, key: str
     ) -> tuple[Any, bool]:
@@ -228,6 +243,8 @@ class LifecycleOperations(ServiceBase):
                     json_body={"confirmation_ref": ref}, idempotency_key=key, mutation=True,
                 )
             except BackendRefusal as r:
+                if r.redirected:  # an answer, not a lost response: one status read, nothing re-sent
+                    raise await self._after_redirected_mutation(api, r, run_id) from None
                 if not r.ambiguous:
                     raise
                 last = r

@@ -19,7 +19,7 @@ from .notices import (
 )
 
 if TYPE_CHECKING:
-    from ..backend_client import BackendClient
+    from ..backend_client import BackendClient, BackendRefusal
     from ..backend_models import Run
     from ..config import BackendSettings
     from ..manifest import DigestedManifest
@@ -174,6 +174,9 @@ class SubmitOperations(ServiceBase):
                 status, run = await api.request("POST", "/v1/training-runs", Run, gate=Gate.CREATE,
                                                  json_body=body, idempotency_key=key, mutation=True)
             except BackendRefusal as r:
+                if r.redirected:  # an answer, not a lost response: never re-sent
+                    existing = await self._lookup_once_after_redirect(api, r, key)
+                    return self._own_run(existing, booking_id, key, digested.sha256), False, True
                 if not r.ambiguous:
                     raise
                 last = r
@@ -200,6 +203,25 @@ class SubmitOperations(ServiceBase):
             gate=Gate.CREATE,
             details={"idempotency_key": key, "last_code": last.code.value if last else None},
         )
+
+    async def _lookup_once_after_redirect(self, api: BackendClient, redirect: BackendRefusal, key: str) -> Run:
+        """After a redirected create: one lookup by key so the agent learns whether a run exists; the
+        create is never re-sent. Returns the run if one exists, else raises the redirect refusal with
+        what the lookup found."""
+        from ..backend_client import BackendRefusal
+
+        try:
+            found = await self._lookup_by_key(api, key, Gate.CREATE)
+        except BackendRefusal:
+            extra: dict[str, Any] = {"submission_outcome": "unknown", "idempotency_key": key}
+        else:
+            if found is not None:
+                return found
+            extra = {"run_found_by_key": False, "idempotency_key": key}
+        raise BackendRefusal(
+            redirect.code, redirect.message, gate=redirect.gate, redirected=True,
+            details={**(redirect.details or {}), **extra}, next_step=redirect.next_step,
+        ) from None
 
     @staticmethod
     def _own_run(run: Run, booking_id: str, key: str, sha256: str) -> Run:
