@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -75,6 +75,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _reply(Reply.error(ApiError(status, "http_error", "The request could not be handled.")))
 
 
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    """The client left (or its body deadline passed) mid-request: nobody to answer; no error log."""
+    return Response(status_code=400)  # never sent: the connection is already gone
+
+
 async def _internal_error(request: Request, exc: Exception) -> Response:
     return _reply(Reply.error(ApiError(500, "internal_error", "The reference backend hit an internal error.")))
 
@@ -116,7 +121,7 @@ def create_app(
     app = Starlette(
         routes=[*public.routes(backend), *plans.routes(backend), Mount("/operator", app=operator_app)],
         middleware=[Middleware(RequestLog, backend=backend)],
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        exception_handlers={HTTPException: _http_error, ClientDisconnect: _client_gone, Exception: _internal_error},
     )
     app.state.backend = backend
     return app

@@ -96,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import uvicorn  # lazy: only this command needs the server stack
 
     from .app import create_app
+    from .serving import server_config
 
     try:
         app = create_app(args.db, operator_token=token, auto_advance_s=args.auto_advance_s,
@@ -121,8 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"  operator token file: {token_shown} (loopback clients only)",
                       file=sys.stderr, flush=True)
 
-    server = _Announcing(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="off",
-                                        timeout_graceful_shutdown=2))
+    server = _Announcing(server_config(app, host=args.host, port=args.port))
     try:
         server.run()
     except SystemExit:  # uvicorn exits this way when it cannot bind

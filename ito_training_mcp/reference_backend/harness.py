@@ -24,6 +24,7 @@ from typing import Any
 
 import uvicorn
 
+from . import serving
 from .app import create_app
 from .operator_client import OperatorClient, OperatorError
 
@@ -56,9 +57,13 @@ class ReferenceBackend:
         db_path: str | None = None,
         operator_token: str | None = None,
         auto_advance_s: float | None = None,
+        header_timeout_s: float = serving.HEADER_TIMEOUT_S,
+        body_timeout_s: float = serving.BODY_TIMEOUT_S,
+        keep_alive_s: int = serving.KEEP_ALIVE_S,
         **app_options: Any,
     ) -> None:
         """`app_options` go to `create_app`: public_url, request_ttl_s, confirmation_ttl_s."""
+        self.header_timeout_s, self.body_timeout_s, self.keep_alive_s = header_timeout_s, body_timeout_s, keep_alive_s
         self._tmpdir = None if db_path is not None else tempfile.mkdtemp(prefix="ito-reference-backend-")
         self.db_path = db_path if db_path is not None else str(Path(self._tmpdir or ".") / "backend.sqlite3")
         self.operator_token = operator_token or secrets.token_urlsafe(32)
@@ -82,8 +87,9 @@ class ReferenceBackend:
     def start(self) -> ReferenceBackend:
         self._app = create_app(self.db_path, operator_token=self.operator_token, auto_advance_s=self.auto_advance_s,
                                **self.app_options)
-        config = uvicorn.Config(self._app, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
-                                timeout_graceful_shutdown=1)
+        config = serving.server_config(self._app, host="127.0.0.1", port=0, graceful_shutdown_s=1,
+                                       header_timeout_s=self.header_timeout_s, body_timeout_s=self.body_timeout_s,
+                                       keep_alive_s=self.keep_alive_s)
         ready = threading.Event()
         server = _Server(config, ready)
         thread = threading.Thread(target=self._serve, args=(server, ready), name="ito-reference-backend",
