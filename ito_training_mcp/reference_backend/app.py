@@ -20,6 +20,7 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import plans, public, reviews
+from .desk import pages as desk_pages
 from .errors import ApiError, not_found
 from .faults import install_log_filter
 from .operator import OperatorApi, OperatorGuard
@@ -119,7 +120,8 @@ def create_app(
                       reviews=reviews.Settings(request_ttl_s=request_ttl_s, confirmation_ttl_s=confirmation_ttl_s))
     operator_app = OperatorGuard(backend, OperatorApi(backend).router())
     app = Starlette(
-        routes=[*public.routes(backend), *plans.routes(backend), Mount("/operator", app=operator_app)],
+        routes=[*public.routes(backend), *plans.routes(backend), *desk_pages.routes(backend),
+                Mount("/operator", app=operator_app)],
         middleware=[Middleware(RequestLog, backend=backend)],
         exception_handlers={HTTPException: _http_error, ClientDisconnect: _client_gone, Exception: _internal_error},
     )

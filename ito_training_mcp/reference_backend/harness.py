@@ -26,9 +26,10 @@ import uvicorn
 
 from . import serving
 from .app import create_app
+from .desk.person import Person
 from .operator_client import OperatorClient, OperatorError
 
-__all__ = ["OperatorClient", "OperatorError", "ReferenceBackend"]
+__all__ = ["OperatorClient", "OperatorError", "Person", "ReferenceBackend"]
 
 STARTUP_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
@@ -74,9 +75,18 @@ class ReferenceBackend:
         self._thread: threading.Thread | None = None
         self._op: OperatorClient | None = None
         self._app: Any = None
+        self._people: list[Person] = []
 
     def __repr__(self) -> str:  # never shows the operator token
         return f"ReferenceBackend(url={self.url!r}, db_path={self.db_path!r})"
+
+    def person(self, account_id: str) -> Person:
+        """The person of `account_id` at the desk, holding a fresh single-use sign-in link (minted
+        by the operator, as in real use). Call `.sign_in()`, then `.confirm(request_id)` or
+        `.decline(request_id)`: plain HTTP, exactly as a browser would; never the operator API."""
+        person = Person(str(self.op.login_link(account_id)["url"]))
+        self._people.append(person)
+        return person
 
     @property
     def op(self) -> OperatorClient:
@@ -114,6 +124,9 @@ class ReferenceBackend:
             ready.set()
 
     def stop(self) -> None:
+        for person in self._people:
+            person.close()
+        self._people.clear()
         if self._op is not None:
             self._op.close()
             self._op = None
