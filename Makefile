@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 INSPECTOR_VERSION := 2.12.0
 INSPECTOR := .inspector/node_modules/.bin/mcp-inspector
 
-.PHONY: install inspector demo test lint typecheck pytest bench clean
+.PHONY: install inspector browser demo test lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,16 @@ $(INSPECTOR):
 		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)
 
 inspector: $(INSPECTOR)
+
+# Debian's Chromium for the desk's browser tests (Playwright drives it; no browser download).
+# Installs it when missing and we are root with apt-get; otherwise says what to do.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then echo "browser: $(CHROMIUM) present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	else echo "browser: install Debian's chromium (sudo apt-get install -y chromium), or set ITO_SKIP_BROWSER=1" \
+		"to skip the browser tests" >&2; exit 1; fi
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
