@@ -446,6 +446,16 @@ def test_sign_out_ends_the_session(rb: ReferenceBackend, tenant: Tenant) -> None
                     (tenant.account_id,)) == [{"revoked": 1}]
 
 
+def test_the_cookie_is_secure_behind_an_https_public_url() -> None:
+    with ReferenceBackend(public_url="https://desk.example") as rb:
+        account = rb.op.account()
+        link = rb.op.login_link(account)["url"]
+        assert link.startswith("https://desk.example/desk/sign-in/")
+        with httpx.Client(base_url=rb.url, trust_env=False) as browser:
+            response = post_form(browser, httpx.URL(link).path, {}, Origin="https://desk.example")
+            assert response.status_code == 303 and response.headers["set-cookie"].endswith("; Secure")
+
+
 def test_a_new_sign_in_replaces_the_previous_session(rb: ReferenceBackend, tenant: Tenant) -> None:
     person = tenant.person().sign_in()
     old = person.client.cookies.get("ito_desk_session")

@@ -172,11 +172,15 @@ def test_reused_and_expired_links(page: Any, rb: ReferenceBackend, account: Acco
 
 class _AttackPage(BaseHTTPRequestHandler):
     target = ""
+    as_link = False  # a plain link to `target` (a chat app showing review_url) instead of a forged form
 
     def do_GET(self) -> None:
-        body = (f'<!doctype html><form id="f" method="post" action="{self.target}">'
-                '<input type="hidden" name="csrf" value="forged"></form>'
-                '<script>document.getElementById("f").submit()</script>').encode()
+        if self.as_link:
+            body = f'<!doctype html><a id="review" href="{self.target}">review</a>'.encode()
+        else:
+            body = (f'<!doctype html><form id="f" method="post" action="{self.target}">'
+                    '<input type="hidden" name="csrf" value="forged"></form>'
+                    '<script>document.getElementById("f").submit()</script>').encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
@@ -189,6 +193,7 @@ class _AttackPage(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def attacker(rb: ReferenceBackend) -> Iterator[tuple[ThreadingHTTPServer, int]]:
+    _AttackPage.as_link = False
     server = ThreadingHTTPServer(("127.0.0.1", 0), _AttackPage)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -214,6 +219,23 @@ def test_a_forged_cross_origin_form_post_is_refused(page: Any, rb: ReferenceBack
     text = page.inner_text("main")
     assert "Not signed in" in text or "Refused" in text
     assert account.request(request_id)["status"] == "pending"
+
+
+def test_a_review_url_opened_from_another_site(page: Any, rb: ReferenceBackend, account: Account,
+                                              attacker: tuple[ThreadingHTTPServer, int], tmp_path: Path) -> None:
+    """SameSite=Strict keeps the cookie off a navigation that starts on another site; the page says so
+    and its same-site link carries the session."""
+    request_id = account.request_id()
+    sign_in(page, rb, account)
+    _AttackPage.target, _AttackPage.as_link = f"{rb.url}/desk/requests/{request_id}", True
+    page.goto(f"http://localhost:{attacker[1]}/")
+    with page.expect_navigation() as navigation:
+        page.click("#review")
+    assert navigation.value.status == 401 and "Not signed in" in page.inner_text("main")
+    page.screenshot(path=str(tmp_path / "from-elsewhere.png"))
+    page.click("text=continue to this page")
+    page.wait_for_selector("button.confirm")
+    assert request_id in page.inner_text("main")
 
 
 def test_a_post_without_the_token_is_refused(page: Any, rb: ReferenceBackend, account: Account,

@@ -291,3 +291,9 @@ def test_a_closed_pipe_ends_quietly(rb: ReferenceBackend, token_file: str) -> No
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 1
     assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err
+
+
+def test_help_exits_0(desk: Desk) -> None:
+    for argv in (["--help"], ["tokens", "mint", "--help"]):
+        code, out, _ = desk(*argv)
+        assert code == 0 and "usage: ito-training desk" in out

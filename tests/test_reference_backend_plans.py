@@ -299,6 +299,15 @@ def test_pending_requests_per_account_are_bounded(rb: ReferenceBackend, tenant: 
     assert plan(tenant, variant(surprise=1)).json()["valid"] is False
 
 
+def test_invalid_plans_are_not_kept_forever(rb: ReferenceBackend, tenant: Tenant,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reviews, "KEEP_PLANS_WITHOUT_REQUEST", 3)
+    valid = plan(tenant).json()["plan_id"]
+    invalid = [plan(tenant, variant(surprise=i)).json()["plan_id"] for i in range(5)]
+    kept = {r["plan_id"] for r in rb.query("SELECT plan_id FROM plans WHERE account_id = ?", (tenant.account_id,))}
+    assert kept == {valid, *invalid[-3:]}
+
+
 def test_faults_apply_to_the_new_routes(rb: ReferenceBackend, tenant: Tenant) -> None:
     rb.op.fault("POST /v1/training-plans", "error", status=503)
     assert plan(tenant).status_code == 503

@@ -15,6 +15,7 @@ name the flag at fault, never the value typed; text from the backend is escaped 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import json
 import os
@@ -342,7 +343,8 @@ def _run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO, env: dict[str, 
 
     out = Out(stdout, stderr, "--json" in argv)
     try:
-        args = build_parser().parse_args(list(argv))
+        with contextlib.redirect_stdout(stdout):  # --help writes to sys.stdout
+            args = build_parser().parse_args(list(argv))
         out.json = bool(args.json)
         if args.command is None or (args.command in ("accounts", "tokens", "bookings") and args.action is None):
             raise UsageError(f"{PROG}: a command is required; see '{PROG} --help'.", "command")
@@ -350,6 +352,8 @@ def _run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO, env: dict[str, 
     except UsageError as exc:
         _fail(out, "usage", exc.message)
         return EXIT_USAGE
+    except SystemExit as exc:  # --help printed its text
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     import httpx
 
     try:

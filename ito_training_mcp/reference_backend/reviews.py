@@ -20,6 +20,7 @@ REQUEST_TTL_S = 60 * 60
 CONFIRMATION_TTL_S = 30 * 60
 MAX_PENDING_PER_ACCOUNT = 100
 MAX_LISTED_REQUESTS = 500
+KEEP_PLANS_WITHOUT_REQUEST = 200  # per account: older invalid plans (and their bytes) are dropped
 STATUSES = ("pending", "confirmed", "declined", "expired")
 
 
@@ -105,6 +106,11 @@ def create_plan(
             (plan_id, account_id, booking_id, manifest_sha256, manifest, int(max_cost_usd is not None),
              json.dumps(checks), None if estimate is None else json.dumps(estimate), request_id, now),
         )
+        if request_id is None:  # nobody will review an invalid plan: keep only the newest few
+            conn.execute(
+                "DELETE FROM plans WHERE account_id = ? AND request_id IS NULL AND plan_id NOT IN (SELECT plan_id "
+                "FROM plans WHERE account_id = ? AND request_id IS NULL ORDER BY created_at DESC, rowid DESC LIMIT ?)",
+                (account_id, account_id, KEEP_PLANS_WITHOUT_REQUEST))
     plan = store.row("SELECT * FROM plans WHERE plan_id = ?", (plan_id,))
     assert plan is not None
     return plan, None if request_id is None else request(store, request_id)

@@ -196,7 +196,8 @@ class DeskApp:
             raise _link_error(started)
         if previous is not None:
             session.sign_out(self.store, previous)
-        secure = "; Secure" if request.url.scheme == "https" else ""
+        https = request.url.scheme == "https" or (self.backend.public_url or "").startswith("https://")
+        secure = "; Secure" if https else ""
         cookie = (f"{session.COOKIE_NAME}={started.secret}; Path=/desk; HttpOnly; SameSite=Strict; "
                   f"Max-Age={int(started.expires_at - self.store.clock())}{secure}")
         return _redirect("/desk/", {"Set-Cookie": cookie})
