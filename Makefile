@@ -9,7 +9,7 @@ CONFORMANCE_VERSION := 0.1.16
 CONFORMANCE_NODE_VERSION := 22.23.3
 CONFORMANCE_STAMP := .conformance/.installed-$(CONFORMANCE_VERSION)-node-$(CONFORMANCE_NODE_VERSION)
 
-.PHONY: install inspector demo test lint typecheck pytest bench clean
+.PHONY: install inspector browser demo test lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,17 @@ $(CONFORMANCE_STAMP):
 .PHONY: conformance-install
 conformance-install: $(CONFORMANCE_STAMP)
 
+# Debian's Chromium for the desk's browser tests (Playwright drives it; no browser download).
+# Installs it when missing and we are root with apt-get; otherwise says what to do.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then echo "browser: $(CHROMIUM) present"; \
+	elif [ "$${ITO_SKIP_BROWSER:-}" = 1 ]; then echo "browser: ITO_SKIP_BROWSER=1, the browser tests are skipped"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	else echo "browser: install Debian's chromium (sudo apt-get install -y chromium), or set ITO_SKIP_BROWSER=1" \
+		"to skip the browser tests" >&2; exit 1; fi
+
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
@@ -46,7 +57,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict ito_training_mcp
 
-pytest: $(STAMP) $(INSPECTOR) $(CONFORMANCE_STAMP)
+pytest: $(STAMP) $(INSPECTOR) $(CONFORMANCE_STAMP) browser
 	$(PY) -m pytest -q
 
 test: lint typecheck pytest

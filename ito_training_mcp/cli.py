@@ -132,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--idempotency-key", metavar="KEY", required=True, help="stable key for this action")
     sub.add_parser("backend", help="Run the reference backend (conformance/demo server; never trains).",
                    add_help=False)
+    sub.add_parser("desk", help="Operator and desk actions on a local reference backend.", add_help=False)
     return parser
 
 
@@ -170,6 +171,10 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         from .reference_backend import main as backend_main
 
         return backend_main(list(argv[1:]))
+    if list(argv[:1]) == ["desk"]:
+        from .reference_backend.desk_cli import run as desk_run
+
+        return desk_run(list(argv[1:]), stdout=stdout, stderr=stderr)
     want_json = "--json" in argv
     parser = build_parser()
     try:
@@ -184,9 +189,9 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
             print(exc.message, file=stderr)
         return EXIT_USAGE
 
-    if args.command == "backend":  # only reachable as "--json backend": the backend owns its own options
-        envelope = _usage_envelope(UsageError("ito-training backend must be the first argument; it takes its "
-                                              "own options (see 'ito-training backend --help').",
+    if args.command in ("backend", "desk"):  # only reachable as "--json backend": they own their options
+        envelope = _usage_envelope(UsageError(f"ito-training {args.command} must be the first argument; it takes "
+                                              f"its own options (see 'ito-training {args.command} --help').",
                                               argument="command"))
         print(envelope.to_json(indent=2) if want_json else envelope.error.message if envelope.error else "",
               file=stdout if want_json else stderr)

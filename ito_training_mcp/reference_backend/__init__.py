@@ -7,6 +7,7 @@ never load Starlette or uvicorn unless a backend is actually started.
 
 from .app import create_app
 from .cli import main
+from .desk.person import DeskError, Person
 from .harness import OperatorClient, OperatorError, ReferenceBackend
 
-__all__ = ["OperatorClient", "OperatorError", "ReferenceBackend", "create_app", "main"]
+__all__ = ["DeskError", "OperatorClient", "OperatorError", "Person", "ReferenceBackend", "create_app", "main"]

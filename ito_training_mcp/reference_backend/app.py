@@ -8,16 +8,19 @@ fault) for tests: never headers, never bodies.
 from __future__ import annotations
 
 import math
+import re
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import public
+from . import plans, public, reviews
+from .desk import pages as desk_pages
 from .errors import ApiError, not_found
 from .faults import install_log_filter
 from .operator import OperatorApi, OperatorGuard
@@ -27,6 +30,7 @@ from .wire import JSON_TYPE, Reply
 
 MIN_OPERATOR_TOKEN_CHARS = 16
 MAX_AUTO_ADVANCE_S = 3600.0
+MAX_TTL_S = 7 * 86400.0
 
 
 class RequestLog:
@@ -72,12 +76,38 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _reply(Reply.error(ApiError(status, "http_error", "The request could not be handled.")))
 
 
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    """The client left (or its body deadline passed) mid-request: nobody to answer; no error log."""
+    return Response(status_code=400)  # never sent: the connection is already gone
+
+
 async def _internal_error(request: Request, exc: Exception) -> Response:
     return _reply(Reply.error(ApiError(500, "internal_error", "The reference backend hit an internal error.")))
 
 
-def create_app(db_path: str, *, operator_token: str, auto_advance_s: float | None = None) -> Starlette:
-    """Build the app over the SQLite database at `db_path` (created if missing)."""
+def _public_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if (parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password
+            or parts.query or parts.fragment or parts.path not in ("", "/") or re.search(r"[\x00-\x20\x7f]", value)):
+        raise ValueError("public_url must be an http(s) origin such as https://desk.example")
+    return value.rstrip("/")
+
+
+def create_app(
+    db_path: str, *, operator_token: str, auto_advance_s: float | None = None, public_url: str | None = None,
+    request_ttl_s: float = reviews.REQUEST_TTL_S, confirmation_ttl_s: float = reviews.CONFIRMATION_TTL_S,
+) -> Starlette:
+    """Build the app over the SQLite database at `db_path` (created if missing).
+
+    `public_url` is the origin people use to reach this backend (review and sign-in links); by
+    default it is the address each connection came in on. The two TTLs bound how long a pending
+    confirmation request stays open and how long a confirmation made at the desk stays usable.
+    """
+    for name, ttl in (("request_ttl_s", request_ttl_s), ("confirmation_ttl_s", confirmation_ttl_s)):
+        if not (math.isfinite(ttl) and -MAX_TTL_S <= ttl <= MAX_TTL_S):
+            raise ValueError(f"{name} must be a finite number of seconds up to {MAX_TTL_S}")
     if len(operator_token) < MIN_OPERATOR_TOKEN_CHARS:
         raise ValueError(f"operator_token must be at least {MIN_OPERATOR_TOKEN_CHARS} characters")
     if auto_advance_s is not None and not (
@@ -85,12 +115,15 @@ def create_app(db_path: str, *, operator_token: str, auto_advance_s: float | Non
     ):
         raise ValueError(f"auto_advance_s must be in (0, {MAX_AUTO_ADVANCE_S}]")
     install_log_filter()
-    backend = Backend(store=Store(db_path), operator_token=operator_token, auto_advance_s=auto_advance_s)
+    backend = Backend(store=Store(db_path), operator_token=operator_token, auto_advance_s=auto_advance_s,
+                      public_url=_public_url(public_url),
+                      reviews=reviews.Settings(request_ttl_s=request_ttl_s, confirmation_ttl_s=confirmation_ttl_s))
     operator_app = OperatorGuard(backend, OperatorApi(backend).router())
     app = Starlette(
-        routes=[*public.routes(backend), Mount("/operator", app=operator_app)],
+        routes=[*public.routes(backend), *plans.routes(backend), *desk_pages.routes(backend),
+                Mount("/operator", app=operator_app)],
         middleware=[Middleware(RequestLog, backend=backend)],
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        exception_handlers={HTTPException: _http_error, ClientDisconnect: _client_gone, Exception: _internal_error},
     )
     app.state.backend = backend
     return app

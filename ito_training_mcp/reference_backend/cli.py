@@ -12,18 +12,17 @@ import ipaddress
 import os
 import secrets
 import sqlite3
-import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-MIN_TOKEN_CHARS = 16
-MAX_TOKEN_FILE_BYTES = 4096
+from .cliutil import QuietParser, TokenFileError, UsageError, read_operator_token
 
+__all__ = ["TokenFileError", "build_parser", "main", "operator_token", "read_operator_token"]
 
-class TokenFileError(Exception):
-    pass
+DEFAULT_DB = "ito-reference-backend.sqlite3"
+TOKEN_FILE_SUFFIX = ".operator-token"  # noqa: S105 - a file name suffix
 
 
 def _is_loopback_host(host: str) -> bool:
@@ -36,38 +35,23 @@ def _is_loopback_host(host: str) -> bool:
 
 
 def operator_token(path: str) -> str:
-    """Read the token file (owner-only, regular, not a symlink) or create it with a fresh token."""
+    """Create the token file with a fresh token (0600, O_EXCL), or read the existing one with the
+    owner and mode checks of `read_operator_token`."""
     flags = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flags, 0o600)
     except FileExistsError:
-        pass
+        return read_operator_token(path)
     except OSError as exc:
         raise TokenFileError(f"cannot create the operator token file ({exc.strerror})") from None
-    else:
-        token = secrets.token_urlsafe(32)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(token + "\n")
-        return token
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | flags)
-    except OSError as exc:
-        raise TokenFileError(f"cannot open the operator token file ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise TokenFileError("the operator token file is not a regular file")
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
-            raise TokenFileError("the operator token file must be owned by you and mode 0600")
-        content = handle.read(MAX_TOKEN_FILE_BYTES + 1)
-    token = content.decode("utf-8", "replace").strip()
-    if len(content) > MAX_TOKEN_FILE_BYTES or len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
-        raise TokenFileError(f"the operator token file must hold one token of at least {MIN_TOKEN_CHARS} characters")
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
     return token
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = QuietParser(
         prog="ito-training backend", allow_abbrev=False,
         description="Run the reference ito.training.v1 backend (a conformance and demo server; it trains nothing).",
     )
@@ -75,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-non-loopback", action="store_true",
                         help="allow binding a non-loopback address (plain HTTP: demos on trusted networks only)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
-    parser.add_argument("--db", default="ito-reference-backend.sqlite3", help="SQLite database path")
+    parser.add_argument("--db", default=DEFAULT_DB, help=f"SQLite database path (default {DEFAULT_DB})")
+    parser.add_argument("--public-url", metavar="ORIGIN", default=None,
+                        help="origin people use to reach this backend, for review and sign-in links "
+                             "(default: the address each connection arrives on)")
     parser.add_argument("--operator-token-file", default=None,
                         help="operator token file (default: <db>.operator-token; created 0600 if missing)")
     parser.add_argument("--auto-advance-s", type=float, default=None,
@@ -87,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exc:
+    except UsageError as exc:
+        print(exc.message, file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 2
     if not _is_loopback_host(args.host) and not args.allow_non_loopback:
         print("ito-training backend: refusing a non-loopback --host without --allow-non-loopback", file=sys.stderr)
@@ -95,21 +85,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 <= args.port <= 65535:
         print("ito-training backend: --port must be 0-65535", file=sys.stderr)
         return 2
-    token_path = args.operator_token_file or f"{args.db}.operator-token"
+    token_path = args.operator_token_file or f"{args.db}{TOKEN_FILE_SUFFIX}"
     try:
         token = operator_token(token_path)
-    except TokenFileError as exc:
-        print(f"ito-training backend: {exc}: {token_path}", file=sys.stderr)
+    except TokenFileError as exc:  # names the flag, not the path typed (it could be anything)
+        source = "--operator-token-file" if args.operator_token_file else "<--db>" + TOKEN_FILE_SUFFIX
+        print(f"ito-training backend: {exc} ({source})", file=sys.stderr)
         return 2
 
     import uvicorn  # lazy: only this command needs the server stack
 
     from .app import create_app
+    from .serving import server_config
 
     try:
-        app = create_app(args.db, operator_token=token, auto_advance_s=args.auto_advance_s)
-    except (ValueError, OSError, sqlite3.Error) as exc:
-        print(f"ito-training backend: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
+        app = create_app(args.db, operator_token=token, auto_advance_s=args.auto_advance_s,
+                         public_url=args.public_url)
+    except ValueError as exc:  # fixed messages naming the setting
+        print(f"ito-training backend: cannot start: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, sqlite3.Error) as exc:  # never the path: only what went wrong
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        print(f"ito-training backend: cannot start: the database cannot be opened ({detail})", file=sys.stderr)
         return 2
 
     db_shown, token_shown = Path(args.db).resolve(), Path(token_path).resolve()
@@ -125,8 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"  operator token file: {token_shown} (loopback clients only)",
                       file=sys.stderr, flush=True)
 
-    server = _Announcing(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="off",
-                                        timeout_graceful_shutdown=2))
+    server = _Announcing(server_config(app, host=args.host, port=args.port))
     try:
         server.run()
     except SystemExit:  # uvicorn exits this way when it cannot bind

@@ -38,6 +38,9 @@ ROUTES = frozenset({
     "GET /v1/training-runs/{run_id}/checkpoints",
     "POST /v1/training-runs/{run_id}/cancel",
     "POST /v1/training-runs/{run_id}/cleanup",
+    "POST /v1/training-plans",
+    "POST /v1/confirmation-requests",
+    "GET /v1/confirmation-requests/{request_id}",
 })
 MAX_SECONDS = 120.0
 MAX_OVERSIZED_BYTES = 64 * 1024 * 1024

@@ -18,146 +18,21 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import httpx
 import uvicorn
 
+from . import serving
 from .app import create_app
+from .desk.person import Person
+from .operator_client import OperatorClient, OperatorError
+
+__all__ = ["OperatorClient", "OperatorError", "Person", "ReferenceBackend"]
 
 STARTUP_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
-
-
-class OperatorError(Exception):
-    """An operator call was refused; carries the status and the error code only."""
-
-    def __init__(self, status: int, code: str) -> None:
-        super().__init__(f"operator call failed: {status} {code}")
-        self.status = status
-        self.code = code
-
-
-class OperatorClient:
-    """A small synchronous client for `/operator` (loopback + operator token)."""
-
-    def __init__(self, base_url: str, operator_token: str) -> None:
-        self._http = httpx.Client(
-            base_url=base_url + "/operator",
-            headers={"Authorization": f"Bearer {operator_token}"},
-            timeout=httpx.Timeout(10.0),
-            follow_redirects=False,
-            trust_env=False,
-        )
-
-    def close(self) -> None:
-        self._http.close()
-
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        response = self._http.request(method, path, json=body)
-        if response.status_code >= 400:
-            try:
-                code = str(response.json()["error"]["code"])
-            except (ValueError, KeyError, TypeError):
-                code = "unknown"
-            raise OperatorError(response.status_code, code)
-        return response.json()
-
-    def account(self, account_id: str | None = None, **settings: Any) -> str:
-        """settings: budget_limit_usd, allowed_data_schemes, allowed_checkpoint_prefixes."""
-        body = {**settings, **({} if account_id is None else {"account_id": account_id})}
-        return str(self._call("POST", "/accounts", body)["account_id"])
-
-    def token(
-        self, account_id: str, scopes: list[str] | None = None, expires_in_s: float | None = None
-    ) -> tuple[str, str]:
-        body: dict[str, Any] = {"account_id": account_id}
-        if scopes is not None:
-            body["scopes"] = scopes
-        if expires_in_s is not None:
-            body["expires_in_s"] = expires_in_s
-        result = self._call("POST", "/tokens", body)
-        return str(result["token_id"]), str(result["token"])
-
-    def revoke(self, token_id: str) -> None:
-        self._call("POST", f"/tokens/{token_id}/revoke")
-
-    def booking(self, account_id: str, state: str = "completed", **kw: Any) -> dict[str, Any]:
-        """kw: booking_id, gpu, nodes, gpus_per_node, region, fabric, term_ends_in_s, checked_at_offset_s."""
-        result: dict[str, Any] = self._call("POST", "/bookings", {"account_id": account_id, "state": state, **kw})
-        return result
-
-    def get_booking(self, booking_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/bookings/{booking_id}")
-        return result
-
-    def confirmation(
-        self,
-        account_id: str,
-        action: str,
-        booking_id: str,
-        max_cost_usd: str,
-        manifest_sha256: str | None = None,
-        run_id: str | None = None,
-        expires_in_s: float = 600,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"account_id": account_id, "action": action, "booking_id": booking_id,
-                                "max_cost_usd": max_cost_usd, "expires_in_s": expires_in_s}
-        if manifest_sha256 is not None:
-            body["manifest_sha256"] = manifest_sha256
-        if run_id is not None:
-            body["run_id"] = run_id
-        result: dict[str, Any] = self._call("POST", "/confirmations", body)
-        return result
-
-    def capabilities(self, available: bool, operations: list[str]) -> None:
-        self._call("PUT", "/capabilities", {"available": available, "operations": operations})
-
-    def fault(self, route: str, kind: str, times: int = 1, **params: Any) -> str:
-        return str(self._call("POST", "/faults", {"route": route, "kind": kind, "times": times, **params})["fault_id"])
-
-    def clear_faults(self) -> None:
-        self._call("DELETE", "/faults")
-
-    def requests(self) -> list[dict[str, Any]]:
-        return list(self._call("GET", "/requests")["requests"])
-
-    def clear_requests(self) -> None:
-        self._call("DELETE", "/requests")
-
-    def in_flight(self) -> list[dict[str, Any]]:
-        return list(self._call("GET", "/in-flight")["in_flight"])
-
-    def wait_in_flight(self, idempotency_key: str, timeout_s: float = 5.0, *, present: bool = True) -> None:
-        """Block until a request holding this key is being processed (present=True) or none is.
-
-        Lines up a concurrent request with the same key, or waits for a slow one to finish,
-        by observing the server rather than guessing with sleeps.
-        """
-        deadline = time.monotonic() + timeout_s
-        while any(s["idempotency_key"] == idempotency_key for s in self.in_flight()) != present:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the key did not reach the expected in-flight state in time")
-            time.sleep(0.005)
-
-    def advance(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("POST", f"/runs/{run_id}/advance")
-        return result
-
-    def fail_gate(self, run_id: str, evals: dict[str, float] | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("POST", f"/runs/{run_id}/fail-gate", {} if evals is None else
-                                            {"evals": evals})
-        return result
-
-    def finish(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("POST", f"/runs/{run_id}/finish")
-        return result
-
-    def runs(self) -> list[dict[str, Any]]:
-        return list(self._call("GET", "/runs")["runs"])
 
 
 class _Server(uvicorn.Server):
@@ -183,19 +58,35 @@ class ReferenceBackend:
         db_path: str | None = None,
         operator_token: str | None = None,
         auto_advance_s: float | None = None,
+        header_timeout_s: float = serving.HEADER_TIMEOUT_S,
+        body_timeout_s: float = serving.BODY_TIMEOUT_S,
+        keep_alive_s: int = serving.KEEP_ALIVE_S,
+        **app_options: Any,
     ) -> None:
+        """`app_options` go to `create_app`: public_url, request_ttl_s, confirmation_ttl_s."""
+        self.header_timeout_s, self.body_timeout_s, self.keep_alive_s = header_timeout_s, body_timeout_s, keep_alive_s
         self._tmpdir = None if db_path is not None else tempfile.mkdtemp(prefix="ito-reference-backend-")
         self.db_path = db_path if db_path is not None else str(Path(self._tmpdir or ".") / "backend.sqlite3")
         self.operator_token = operator_token or secrets.token_urlsafe(32)
         self.auto_advance_s = auto_advance_s
+        self.app_options = app_options
         self.url = ""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._op: OperatorClient | None = None
         self._app: Any = None
+        self._people: list[Person] = []
 
     def __repr__(self) -> str:  # never shows the operator token
         return f"ReferenceBackend(url={self.url!r}, db_path={self.db_path!r})"
+
+    def person(self, account_id: str) -> Person:
+        """The person of `account_id` at the desk, holding a fresh single-use sign-in link (minted
+        by the operator, as in real use). Call `.sign_in()`, then `.confirm(request_id)` or
+        `.decline(request_id)`: plain HTTP, exactly as a browser would; never the operator API."""
+        person = Person(str(self.op.login_link(account_id)["url"]))
+        self._people.append(person)
+        return person
 
     @property
     def op(self) -> OperatorClient:
@@ -204,9 +95,11 @@ class ReferenceBackend:
         return self._op
 
     def start(self) -> ReferenceBackend:
-        self._app = create_app(self.db_path, operator_token=self.operator_token, auto_advance_s=self.auto_advance_s)
-        config = uvicorn.Config(self._app, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
-                                timeout_graceful_shutdown=1)
+        self._app = create_app(self.db_path, operator_token=self.operator_token, auto_advance_s=self.auto_advance_s,
+                               **self.app_options)
+        config = serving.server_config(self._app, host="127.0.0.1", port=0, graceful_shutdown_s=1,
+                                       header_timeout_s=self.header_timeout_s, body_timeout_s=self.body_timeout_s,
+                                       keep_alive_s=self.keep_alive_s)
         ready = threading.Event()
         server = _Server(config, ready)
         thread = threading.Thread(target=self._serve, args=(server, ready), name="ito-reference-backend",
@@ -231,6 +124,9 @@ class ReferenceBackend:
             ready.set()
 
     def stop(self) -> None:
+        for person in self._people:
+            person.close()
+        self._people.clear()
         if self._op is not None:
             self._op.close()
             self._op = None

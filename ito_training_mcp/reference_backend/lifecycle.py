@@ -69,6 +69,7 @@ class RunRecord:
     advanced_at: float = 0.0
     new_logs: list[tuple[str | None, str]] = field(default_factory=list)
     new_checkpoints: list[Checkpoint] = field(default_factory=list)
+    new_metrics: list[tuple[int, float | None, float]] = field(default_factory=list)
 
     @property
     def terminal(self) -> bool:
@@ -91,6 +92,14 @@ class RunRecord:
 
 class LifecycleError(Exception):
     """The requested transition does not exist from the run's state (operator 409)."""
+
+
+class UnknownStage(LifecycleError):
+    """fail-gate named a stage this run does not have (operator 422)."""
+
+
+class StageNotAhead(LifecycleError):
+    """fail-gate named a stage that has already passed (operator 409)."""
 
 
 def stage_names(target: str, post_training: list[str]) -> list[str]:
@@ -129,6 +138,22 @@ def failing_evals(plan: Plan) -> dict[str, float]:
     return {"loss": 4.2, "eval_loss": 5.1, f"score/{plan.suite}": 0.12}
 
 
+METRIC_POINTS_PER_STAGE = 4
+INITIAL_LOSS = 2.6
+
+
+def _metric_points(rec: RunRecord, step: int, loss: float) -> None:
+    """Points between the previous step and this gate, for the desk's chart: loss falls
+    geometrically from the previous gate's value, goodput wobbles deterministically below 1."""
+    start_step, start_loss = rec.step, rec.loss if rec.loss is not None else INITIAL_LOSS
+    for i in range(1, METRIC_POINTS_PER_STAGE + 1):
+        at = start_step + (step - start_step) * i // METRIC_POINTS_PER_STAGE
+        fraction = i / METRIC_POINTS_PER_STAGE
+        point_loss = round(start_loss * (loss / start_loss) ** fraction * (1 + 0.02 * ((at // 7) % 3 - 1)), 4)
+        goodput = round(0.93 + 0.01 * ((at // 11) % 5), 4)
+        rec.new_metrics.append((at, loss if i == METRIC_POINTS_PER_STAGE else point_loss, goodput))
+
+
 def _start(rec: RunRecord, index: int) -> None:
     rec.stages[index]["state"] = "running"
     rec.new_logs.append((rec.stages[index]["name"], f"stage {rec.stages[index]['name']} started"))
@@ -149,6 +174,7 @@ def _pass_current(rec: RunRecord, index: int, now: float) -> None:
         uri=f"{rec.plan.checkpoint_storage.rstrip('/')}/{rec.run_id}/step-{step}",
     )
     rec.new_checkpoints.append(ckpt)
+    _metric_points(rec, step, evals["loss"])
     rec.step = step
     rec.loss = evals["loss"]
     rec.goodput = round(0.97 - 0.005 * (k % 4), 4)
@@ -189,10 +215,26 @@ def finish(rec: RunRecord, now: float) -> None:
         advance(rec, now)
 
 
-def fail_gate(rec: RunRecord, evals: dict[str, float] | None) -> None:
-    """Fail the current stage's gate: the run ends in gate_failed, which nothing overrides."""
+def fail_gate(rec: RunRecord, evals: dict[str, float] | None, stage_name: str | None = None,
+              now: float = 0.0) -> None:
+    """Fail a stage's gate: the run ends in gate_failed, which nothing overrides.
+
+    Without `stage_name` the current stage fails (the first one if the run is queued). With it,
+    the stages before it pass first (as `advance` would), then that stage fails.
+    """
     if rec.terminal:
         raise LifecycleError(rec.state)
+    if stage_name is not None:
+        names = [s["name"] for s in rec.stages]
+        if stage_name not in names:
+            raise UnknownStage(stage_name)
+        target = names.index(stage_name)
+        if rec.stages[target]["state"] != "pending" and _current(rec) != target:
+            raise StageNotAhead(stage_name)
+        for _ in range(2 * len(rec.stages) + 2):
+            if _current(rec) == target:
+                break
+            advance(rec, now)
     current = _current(rec)
     if current is None:
         rec.state = "running"

@@ -8,6 +8,7 @@ existence is not disclosed.
 from __future__ import annotations
 
 import hmac
+import json
 import math
 import re
 from collections.abc import Awaitable, Callable
@@ -20,9 +21,10 @@ from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..inputs import ID_PATTERN
-from . import lifecycle, policy
+from . import lifecycle, policy, reviews
+from .desk import session as desk_session
 from .errors import ApiError, invalid_request, not_found
-from .lifecycle import LifecycleError, RunRecord
+from .lifecycle import LifecycleError, RunRecord, StageNotAhead, UnknownStage
 from .public import READ, WRITE, confirmation_view
 from .state import Backend
 from .store import new_id, rfc3339
@@ -32,6 +34,8 @@ _ID_RE = re.compile(ID_PATTERN)
 _MONEY_RE = re.compile(r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,2})?$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9._:/+-]{1,64}$")
 _EVAL_KEY_RE = re.compile(r"^[A-Za-z0-9._:/-]{1,64}$")
+_STAGE_RE = re.compile(r"^[a-z_]{1,64}$")
+MAX_LISTED = 1000
 BOOKING_STATES = ("completed", "expired", "revoked", "released", "incomplete")
 ACTIONS = ("training.create", "training.cancel", "training.cleanup")
 TEN_YEARS_S = 10 * 365 * 86400
@@ -119,6 +123,32 @@ def booking_view(row: Any) -> dict[str, Any]:
         "checked_at_offset_s": row["checked_at_offset_s"], "created_at": rfc3339(row["created_at"]),
         "updated_at": rfc3339(row["updated_at"]), "updated_at_epoch": row["updated_at"],
     }
+
+
+def account_view(row: Any) -> dict[str, Any]:
+    return {
+        "account_id": row["account_id"], "budget_limit_usd": row["budget_limit_usd"],
+        "allowed_data_schemes": json.loads(row["data_schemes"]),
+        "allowed_checkpoint_prefixes": json.loads(row["checkpoint_prefixes"]), "created_at": rfc3339(row["created_at"]),
+    }
+
+
+def token_view(row: Any, now: float) -> dict[str, Any]:
+    """Never the token itself (the store does not have it)."""
+    expired = row["expires_at"] is not None and row["expires_at"] <= now
+    return {
+        "token_id": row["token_id"], "account_id": row["account_id"], "scopes": str(row["scopes"]).split(),
+        "expires_at": None if row["expires_at"] is None else rfc3339(row["expires_at"]),
+        "revoked": row["revoked_at"] is not None, "expired": expired, "created_at": rfc3339(row["created_at"]),
+    }
+
+
+def _decision_error(kind: str) -> ApiError:
+    if kind == "not_found":
+        return ApiError(404, "request_not_found", "No such confirmation request.")
+    if kind == "expired":
+        return ApiError(410, "request_expired", "The confirmation request has expired undecided.")
+    return ApiError(409, "request_decided", "The confirmation request was already decided.")
 
 
 class OperatorApi:
@@ -218,6 +248,63 @@ class OperatorApi:
         assert row is not None
         return Reply(201, confirmation_view(row))
 
+    def _query_id(self, request: Request, name: str) -> str | None:
+        value = request.query_params.get(name)
+        if value is not None and not _ID_RE.fullmatch(value):
+            raise invalid_request(f"{name} must be 1-128 characters of A-Z a-z 0-9 . _ : -.")
+        return value
+
+    async def list_accounts(self, request: Request) -> Reply:
+        rows = self.store.rows("SELECT * FROM accounts ORDER BY created_at, account_id LIMIT ?", (MAX_LISTED,))
+        return Reply(200, {"accounts": [account_view(r) for r in rows]})
+
+    async def list_tokens(self, request: Request) -> Reply:
+        account_id = self._query_id(request, "account_id")
+        rows = self.store.rows(
+            "SELECT * FROM tokens WHERE (? IS NULL OR account_id = ?) ORDER BY created_at, token_id LIMIT ?",
+            (account_id, account_id, MAX_LISTED))
+        return Reply(200, {"tokens": [token_view(r, self.store.clock()) for r in rows]})
+
+    async def list_bookings(self, request: Request) -> Reply:
+        account_id = self._query_id(request, "account_id")
+        rows = self.store.rows(
+            "SELECT * FROM bookings WHERE (? IS NULL OR account_id = ?) ORDER BY created_at, booking_id LIMIT ?",
+            (account_id, account_id, MAX_LISTED))
+        return Reply(200, {"bookings": [booking_view(r) for r in rows]})
+
+    async def list_requests(self, request: Request) -> Reply:
+        account_id = self._query_id(request, "account_id")
+        status = request.query_params.get("status")
+        if status is not None and status not in reviews.STATUSES:
+            raise invalid_request(f"status must be one of {', '.join(reviews.STATUSES)}.")
+        now, base = self.store.clock(), self.backend.base_url(request.scope)
+        rows = reviews.list_requests(self.store, account_id=account_id, status=status)
+        return Reply(200, {"requests": [reviews.operator_request_view(r, now, base) for r in rows]})
+
+    def _decide(self, confirm: bool) -> Callable[[Request], Awaitable[Reply]]:
+        async def endpoint(request: Request) -> Reply:
+            body = await json_object(request, allow_empty=True)
+            only_keys(body, (), ("decided_by",))
+            by = _label(body, "decided_by", "operator")
+            request_id = str(request.path_params["request_id"])
+            try:
+                row = reviews.decide(self.store, request_id, confirm=confirm, via="operator", by=by,
+                                     settings=self.backend.reviews)
+            except reviews.DecisionError as exc:
+                raise _decision_error(exc.kind) from None
+            return Reply(200, reviews.operator_request_view(row, self.store.clock(),
+                                                            self.backend.base_url(request.scope)))
+
+        return endpoint
+
+    async def login_link(self, request: Request) -> Reply:
+        body = await json_object(request)
+        only_keys(body, ("account_id",))
+        account_id = self._account(body)
+        secret, expires_at = desk_session.mint_link(self.store, account_id)
+        url = f"{self.backend.base_url(request.scope)}/desk/sign-in/{secret}"
+        return Reply(201, {"account_id": account_id, "url": url, "expires_at": rfc3339(expires_at)})
+
     async def capabilities(self, request: Request) -> Reply:
         body = await json_object(request)
         only_keys(body, ("available", "operations"))
@@ -261,6 +348,10 @@ class OperatorApi:
         async def endpoint(request: Request) -> Reply:
             try:
                 rec = self.store.transition(str(request.path_params["run_id"]), change)
+            except UnknownStage:
+                raise ApiError(422, "stage_not_found", "The run has no stage of that name.") from None
+            except StageNotAhead:
+                raise ApiError(409, "stage_passed", "That stage has already passed.") from None
             except LifecycleError:
                 raise ApiError(409, "run_terminal", "The run is in a terminal state.") from None
             if rec is None:
@@ -271,7 +362,10 @@ class OperatorApi:
 
     async def fail_gate(self, request: Request) -> Reply:
         body = await json_object(request, allow_empty=True)
-        only_keys(body, (), ("evals",))
+        only_keys(body, (), ("evals", "stage"))
+        stage = body.get("stage")
+        if stage is not None and (not isinstance(stage, str) or not _STAGE_RE.fullmatch(stage)):
+            raise invalid_request("stage must be a stage name such as sft.")
         evals = body.get("evals")
         if evals is not None and (
             not isinstance(evals, dict) or len(evals) > 32
@@ -280,17 +374,25 @@ class OperatorApi:
                        for v in evals.values())
         ):
             raise invalid_request("evals must map at most 32 short names to finite numbers.")
-        return await self._transition(lambda rec: lifecycle.fail_gate(rec, evals))(request)
+        clock = self.store.clock
+        return await self._transition(lambda rec: lifecycle.fail_gate(rec, evals, stage, clock()))(request)
 
     def router(self) -> Router:
         clock = self.store.clock
         table: list[tuple[str, str, Callable[[Request], Awaitable[Reply]]]] = [
             ("POST", "/accounts", self.accounts),
+            ("GET", "/accounts", self.list_accounts),
             ("POST", "/tokens", self.tokens),
+            ("GET", "/tokens", self.list_tokens),
             ("POST", "/tokens/{token_id}/revoke", self.revoke),
             ("POST", "/bookings", self.create_booking),
+            ("GET", "/bookings", self.list_bookings),
             ("GET", "/bookings/{booking_id}", self.get_booking),
             ("POST", "/confirmations", self.confirmations),
+            ("GET", "/confirmation-requests", self.list_requests),
+            ("POST", "/confirmation-requests/{request_id}/confirm", self._decide(True)),
+            ("POST", "/confirmation-requests/{request_id}/decline", self._decide(False)),
+            ("POST", "/desk/login-links", self.login_link),
             ("PUT", "/capabilities", self.capabilities),
             ("POST", "/faults", self.add_fault),
             ("GET", "/faults", self.list_faults),

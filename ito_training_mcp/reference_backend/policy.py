@@ -1,25 +1,35 @@
-"""Server-side validation of a create (step 9 of the reference-backend spec), deterministic.
+"""Server-side validation of a manifest, and the cost estimate. Deterministic; one implementation.
 
-In order, the first failing check answers:
-1. the manifest parses with the package's own strict schema (same parser as the client's gate 2)
-   else 422 `validation_rejected` reason `manifest_invalid`;
+The checks, in order (`CHECK_NAMES`):
+1. manifest: the bytes parse with the package's own strict schema (the client's gate-2 parser),
+   else reason `manifest_invalid`. When it fails nothing else can be checked;
 2. capacity: parameter_count x 16 bytes must fit the booking's GPU memory (80 GB per GPU),
    else reason `capacity`;
 3. fabric: a multi-node booking needs infiniband or roce, else reason `fabric`;
-4. data policy: every data URI scheme is one the account allows, else reason `data_policy`;
-5. checkpoint storage starts with one of the account's allowed prefixes, else `checkpoint_storage`;
-6. budget: max_incremental_cost_usd <= the confirmation's max_cost_usd, else 402 `budget_exceeded`
-   reason `above_confirmed_cost`; ceiling_usd <= the account's budget limit, else reason
-   `above_account_limit`.
-Money is compared as Decimal, never float.
+4. data_policy: every data URI scheme is one the account allows, else reason `data_policy`;
+5. checkpoint_storage: the storage starts with one of the account's allowed prefixes, else
+   reason `checkpoint_storage`;
+6. budget: max_incremental_cost_usd <= the confirmation's max_cost_usd (create only: a plan has
+   no confirmation yet), else reason `above_confirmed_cost`; ceiling_usd <= the account's budget
+   limit, else reason `above_account_limit`.
+
+`validate` (create) raises the first failure as an `ApiError`: 422 `validation_rejected`, or 402
+`budget_exceeded` for the budget. `evaluate` (plan) runs them all and reports each. Money is
+compared as Decimal, never float.
+
+The estimate (`estimate`) is documented in its docstring; it is an estimate, never a cap.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
-from decimal import Decimal
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from ..errors import ManifestRefusal
 from ..manifest import TrainingManifest, parse_manifest
@@ -32,39 +42,160 @@ DEFAULT_BUDGET_LIMIT_USD = "100000.00"
 GPU_MEMORY_BYTES = 80 * 10**9
 BYTES_PER_PARAMETER = 16
 MULTI_NODE_FABRICS = frozenset({"infiniband", "roce"})
+CHECK_NAMES = ("manifest", "capacity", "fabric", "data_policy", "checkpoint_storage", "budget")
+
+# The estimate's constants: GPU-hours per billion parameters for each kind of stage, and the price.
+GPU_HOURS_PER_BILLION = {
+    "data_prep": Decimal("0.5"),
+    "pretrain": Decimal("200"),
+    "mid_train": Decimal("50"),
+    "long_context": Decimal("25"),
+    "continued_pretrain": Decimal("60"),
+    "sft": Decimal("4"),
+    "dpo": Decimal("3"),
+    "rlvr": Decimal("8"),
+}
+GPU_HOUR_RATE_USD = Decimal("2.50")
 
 
-def _rejected(reason: str, message: str) -> ApiError:
-    return ApiError(422, "validation_rejected", message, reason=reason)
+@dataclass(frozen=True)
+class Failure:
+    """One failed check: what create raises and what a plan reports."""
+
+    status: int
+    code: str
+    reason: str
+    message: str
+
+    def error(self) -> ApiError:
+        return ApiError(self.status, self.code, self.message, reason=self.reason)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    manifest: TrainingManifest
+    booking: sqlite3.Row
+    account: sqlite3.Row
+    confirmed_max_cost_usd: str | None
+
+
+def _rejected(reason: str, message: str) -> Failure:
+    return Failure(422, "validation_rejected", reason, message)
+
+
+def _gpus(booking: sqlite3.Row) -> int:
+    return int(booking["nodes"]) * int(booking["gpus_per_node"])
+
+
+def _capacity(x: Inputs) -> Failure | None:
+    gpus = _gpus(x.booking)
+    if x.manifest.model.parameter_count * BYTES_PER_PARAMETER > gpus * GPU_MEMORY_BYTES:
+        return _rejected("capacity", f"The model does not fit the booking's {gpus} GPU(s) at 16 bytes per parameter.")
+    return None
+
+
+def _fabric(x: Inputs) -> Failure | None:
+    if int(x.booking["nodes"]) > 1 and str(x.booking["fabric"]).lower() not in MULTI_NODE_FABRICS:
+        return _rejected("fabric", "A multi-node booking needs an infiniband or roce fabric.")
+    return None
+
+
+def _data_policy(x: Inputs) -> Failure | None:
+    schemes = set(json.loads(x.account["data_schemes"]))
+    if any(ref.uri.split("://", 1)[0] not in schemes for ref in x.manifest.data):
+        return _rejected("data_policy", "A data reference uses a URI scheme this account does not allow.")
+    return None
+
+
+def _checkpoint_storage(x: Inputs) -> Failure | None:
+    prefixes = tuple(json.loads(x.account["checkpoint_prefixes"]))
+    if not x.manifest.checkpoints.storage.startswith(prefixes):
+        return _rejected("checkpoint_storage", "The checkpoint storage is outside this account's allowed locations.")
+    return None
+
+
+def _budget(x: Inputs) -> Failure | None:
+    budget = x.manifest.budget
+    if x.confirmed_max_cost_usd is not None and budget.max_incremental_cost_usd > Decimal(x.confirmed_max_cost_usd):
+        return Failure(402, "budget_exceeded", "above_confirmed_cost",
+                       "max_incremental_cost_usd is above the confirmed max_cost_usd.")
+    if budget.ceiling_usd > Decimal(x.account["budget_limit_usd"]):
+        return Failure(402, "budget_exceeded", "above_account_limit",
+                       "ceiling_usd is above this account's budget limit.")
+    return None
+
+
+_CHECKS: tuple[tuple[str, Callable[[Inputs], Failure | None]], ...] = (
+    ("capacity", _capacity),
+    ("fabric", _fabric),
+    ("data_policy", _data_policy),
+    ("checkpoint_storage", _checkpoint_storage),
+    ("budget", _budget),
+)
+
+
+def _parse(manifest_bytes: bytes) -> TrainingManifest | Failure:
+    try:
+        return parse_manifest(manifest_bytes)
+    except ManifestRefusal as refusal:
+        return _rejected("manifest_invalid",
+                         f"The manifest does not pass ito.training.manifest.v1 ({refusal.code.value}).")
 
 
 def validate(
     manifest_bytes: bytes, booking: sqlite3.Row, account: sqlite3.Row, confirmed_max_cost_usd: str
 ) -> TrainingManifest:
-    try:
-        manifest = parse_manifest(manifest_bytes)
-    except ManifestRefusal as refusal:
-        raise _rejected(
-            "manifest_invalid", f"The manifest does not pass ito.training.manifest.v1 ({refusal.code.value})."
-        ) from None
-    gpus = int(booking["nodes"]) * int(booking["gpus_per_node"])
-    if manifest.model.parameter_count * BYTES_PER_PARAMETER > gpus * GPU_MEMORY_BYTES:
-        raise _rejected("capacity", f"The model does not fit the booking's {gpus} GPU(s) at 16 bytes per parameter.")
-    if int(booking["nodes"]) > 1 and str(booking["fabric"]).lower() not in MULTI_NODE_FABRICS:
-        raise _rejected("fabric", "A multi-node booking needs an infiniband or roce fabric.")
-    schemes = set(json.loads(account["data_schemes"]))
-    if any(ref.uri.split("://", 1)[0] not in schemes for ref in manifest.data):
-        raise _rejected("data_policy", "A data reference uses a URI scheme this account does not allow.")
-    prefixes = tuple(json.loads(account["checkpoint_prefixes"]))
-    if not manifest.checkpoints.storage.startswith(prefixes):
-        raise _rejected("checkpoint_storage", "The checkpoint storage is outside this account's allowed locations.")
-    if manifest.budget.max_incremental_cost_usd > Decimal(confirmed_max_cost_usd):
-        raise ApiError(402, "budget_exceeded", "max_incremental_cost_usd is above the confirmed max_cost_usd.",
-                       reason="above_confirmed_cost")
-    if manifest.budget.ceiling_usd > Decimal(account["budget_limit_usd"]):
-        raise ApiError(402, "budget_exceeded", "ceiling_usd is above this account's budget limit.",
-                       reason="above_account_limit")
-    return manifest
+    """Create's validation: the first failing check is raised as an `ApiError`."""
+    parsed = _parse(manifest_bytes)
+    if isinstance(parsed, Failure):
+        raise parsed.error()
+    inputs = Inputs(parsed, booking, account, confirmed_max_cost_usd)
+    for _name, check in _CHECKS:
+        failure = check(inputs)
+        if failure is not None:
+            raise failure.error()
+    return parsed
+
+
+def evaluate(
+    manifest_bytes: bytes, booking: sqlite3.Row, account: sqlite3.Row
+) -> tuple[TrainingManifest | None, list[dict[str, Any]]]:
+    """A plan's validation: every check, each reported as passed or failed (no confirmation yet)."""
+    parsed = _parse(manifest_bytes)
+    if isinstance(parsed, Failure):
+        return None, [_report("manifest", parsed)]
+    inputs = Inputs(parsed, booking, account, None)
+    return parsed, [_report("manifest", None), *(_report(name, check(inputs)) for name, check in _CHECKS)]
+
+
+def _report(name: str, failure: Failure | None) -> dict[str, Any]:
+    if failure is None:
+        return {"name": name, "status": "passed", "reason": None, "message": None}
+    return {"name": name, "status": "failed", "reason": failure.reason, "message": failure.message}
+
+
+def estimate(manifest: TrainingManifest, booking: sqlite3.Row) -> dict[str, Any]:
+    """GPU-hours and USD for a manifest on a booking; deterministic, not a cap.
+
+    For each stage the run will have (the same stage list the run gets), the stage needs
+    `GPU_HOURS_PER_BILLION[stage] x parameters / 1e9` GPU-hours of work; it occupies the whole
+    booking for that work divided by the booking's GPU count, rounded UP to whole hours. The
+    estimate is the sum over stages of those hours times the GPU count, priced at
+    `GPU_HOUR_RATE_USD` per GPU-hour and rounded to cents.
+    """
+    gpus = _gpus(booking)
+    names = stage_names(manifest.target.value, [s.value for s in manifest.post_training])
+    billions = Decimal(manifest.model.parameter_count) / Decimal(10**9)
+    hours = 0
+    for name in names:
+        work = GPU_HOURS_PER_BILLION[name] * billions
+        hours += max(1, math.ceil(work / gpus))
+    gpu_hours = hours * gpus
+    usd = (Decimal(gpu_hours) * GPU_HOUR_RATE_USD).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    basis = (f"{len(names)} stage(s) ({', '.join(names)}), each a fixed number of GPU-hours per billion parameters "
+             f"for its kind, rounded up to whole hours on the booking's {gpus} GPU(s), "
+             f"at {GPU_HOUR_RATE_USD} USD per GPU-hour.")
+    return {"usd": f"{usd:.2f}", "gpu_hours": float(gpu_hours), "basis": basis}
 
 
 def plan_for(manifest: TrainingManifest) -> tuple[Plan, list[str]]:

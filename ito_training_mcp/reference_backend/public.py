@@ -153,23 +153,26 @@ def _reserve(backend: Backend, request: Request, account_id: str, held: list[tup
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _sha256(data: bytes | str) -> str:
+def sha256_hex(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def _field_id(body: dict[str, Any], name: str) -> str:
+def field_id(body: dict[str, Any], name: str) -> str:
     value = body[name]
     if not isinstance(value, str) or not _ID_RE.fullmatch(value):
         raise invalid_request(f"{name} must be 1-128 characters of A-Z a-z 0-9 . _ : -.")
     return value
 
 
-def _own_run(backend: Backend, ctx: Ctx) -> RunRecord:
-    run_id = ctx.path("run_id")
+def own_run(backend: Backend, account_id: str, run_id: str) -> RunRecord:
     rec = backend.store.run(run_id) if _ID_RE.fullmatch(run_id) else None
-    if rec is None or rec.account_id != ctx.account_id:
+    if rec is None or rec.account_id != account_id:
         raise ApiError(404, "run_not_found", "No such run for this account.")
     return rec
+
+
+def _own_run(backend: Backend, ctx: Ctx) -> RunRecord:
+    return own_run(backend, ctx.account_id, ctx.path("run_id"))
 
 
 def eligibility(row: sqlite3.Row, now: float) -> tuple[bool, str | None]:
@@ -242,7 +245,7 @@ async def runs_by_key(backend: Backend, ctx: Ctx) -> Reply:
 async def create_run(backend: Backend, ctx: Ctx) -> Reply:
     body = parse_object(ctx.body)
     only_keys(body, CREATE_FIELDS)
-    booking_id, ref = _field_id(body, "booking_id"), _field_id(body, "confirmation_ref")
+    booking_id, ref = field_id(body, "booking_id"), field_id(body, "confirmation_ref")
     digest, encoded = body["manifest_sha256"], body["manifest_b64"]
     if not isinstance(digest, str) or not _DIGEST_RE.fullmatch(digest):
         raise invalid_request("manifest_sha256 must be 64 lowercase hex characters.")
@@ -250,7 +253,7 @@ async def create_run(backend: Backend, ctx: Ctx) -> Reply:
         raise invalid_request("manifest_b64 must be a string.")
     # No await from here on: checks and the transaction are atomic w.r.t. other requests.
     store, account_id = backend.store, ctx.account_id
-    fingerprint = _sha256(f"{booking_id}\n{digest}")
+    fingerprint = sha256_hex(f"{booking_id}\n{digest}")
     existing = store.key_record(account_id, ctx.key)
     if existing is not None:
         replayed = store.run(existing["run_id"])
@@ -263,7 +266,7 @@ async def create_run(backend: Backend, ctx: Ctx) -> Reply:
     except ValueError:
         raise ApiError(422, "digest_mismatch", "manifest_b64 is not standard base64.",
                        reason="invalid_base64") from None
-    if _sha256(manifest_bytes) != digest:
+    if sha256_hex(manifest_bytes) != digest:
         raise ApiError(422, "digest_mismatch", "The SHA-256 of manifest_b64 is not manifest_sha256.")
     booking = store.booking(booking_id)
     if booking is None or booking["account_id"] != account_id:
@@ -351,10 +354,10 @@ def _run_action(action: str) -> Handler:
     async def handler(backend: Backend, ctx: Ctx) -> Reply:
         body = parse_object(ctx.body)
         only_keys(body, ("confirmation_ref",))
-        ref = _field_id(body, "confirmation_ref")
+        ref = field_id(body, "confirmation_ref")
         store = backend.store
         rec = _own_run(backend, ctx)
-        fingerprint = _sha256(f"{action}\n{rec.run_id}")
+        fingerprint = sha256_hex(f"{action}\n{rec.run_id}")
         existing = store.key_record(ctx.account_id, ctx.key)
         if existing is not None:
             if existing["action"] != action or existing["fingerprint"] != fingerprint:

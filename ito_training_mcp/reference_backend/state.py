@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .faults import FaultRegistry
+from .reviews import Settings
 from .store import Store
 
 CONTRACT_VERSION = "ito.training.v1"
-OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup")
+OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup", "plan",
+              "confirmation_requests")
 MAX_REQUEST_LOG = 10_000
 
 
@@ -19,9 +21,24 @@ class Backend:
     store: Store
     operator_token: str
     auto_advance_s: float | None = None
+    public_url: str | None = None
+    reviews: Settings = field(default_factory=Settings)
     faults: FaultRegistry = field(default_factory=FaultRegistry)
     in_flight: set[tuple[str, str]] = field(default_factory=set)
     requests: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_REQUEST_LOG))
+
+    def base_url(self, scope: Any) -> str:
+        """Where people reach this backend: the configured public URL, else the address the
+        connection came in on (the socket's, never the client's Host header)."""
+        if self.public_url:
+            return self.public_url
+        server = scope.get("server")
+        scheme = "https" if scope.get("scheme") == "https" else "http"
+        if not server:
+            return f"{scheme}://127.0.0.1"
+        host, port = str(server[0]), server[1]
+        host = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{host}" if port is None else f"{scheme}://{host}:{port}"
 
     def capabilities(self) -> dict[str, Any]:
         stored = self.store.setting("capabilities")

@@ -119,10 +119,64 @@ CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS plans (
+    plan_id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts(account_id),
+    booking_id TEXT NOT NULL,
+    manifest_sha256 TEXT NOT NULL,
+    manifest BLOB NOT NULL,
+    valid INTEGER NOT NULL,
+    checks TEXT NOT NULL,
+    estimate TEXT,
+    request_id TEXT,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS confirmation_requests (
+    request_id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts(account_id),
+    action TEXT NOT NULL CHECK (action IN ('training.create', 'training.cancel', 'training.cleanup')),
+    status TEXT NOT NULL CHECK (status IN ('pending', 'confirmed', 'declined')),
+    booking_id TEXT NOT NULL,
+    run_id TEXT,
+    plan_id TEXT,
+    manifest_sha256 TEXT,
+    max_cost_usd TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    created_at REAL NOT NULL,
+    decided_at REAL,
+    decided_via TEXT CHECK (decided_via IN ('desk', 'operator')),
+    decided_by TEXT,
+    confirmation_ref TEXT
+);
+CREATE INDEX IF NOT EXISTS confirmation_requests_by_account ON confirmation_requests (account_id, created_at);
+CREATE TABLE IF NOT EXISTS desk_login_links (
+    link_sha256 TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts(account_id),
+    expires_at REAL NOT NULL,
+    used_at REAL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS desk_sessions (
+    session_sha256 TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL UNIQUE,
+    account_id TEXT NOT NULL REFERENCES accounts(account_id),
+    expires_at REAL NOT NULL,
+    revoked_at REAL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS metric_history (
+    run_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    loss REAL,
+    goodput REAL NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (run_id, step)
+);
 """
 
 MAX_LISTED_RUNS = 1000
 MAX_AUTO_ADVANCES = 64
+MAX_METRIC_POINTS = 2000
 
 
 def rfc3339(epoch: float) -> str:
@@ -327,6 +381,10 @@ class Store:
             [(rec.run_id, now, stage, message) for stage, message in rec.new_logs],
         )
         conn.executemany(
+            "INSERT OR REPLACE INTO metric_history (run_id, step, loss, goodput, ts) VALUES (?, ?, ?, ?, ?)",
+            [(rec.run_id, step, loss, goodput, now) for step, loss, goodput in rec.new_metrics],
+        )
+        conn.executemany(
             "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
             [(c.checkpoint_id, rec.run_id, c.step, c.created_at, c.size_bytes, c.uri) for c in rec.new_checkpoints],
         )
@@ -338,12 +396,22 @@ class Store:
             )
         rec.new_logs.clear()
         rec.new_checkpoints.clear()
+        rec.new_metrics.clear()
 
     def log_page(self, run_id: str, after_id: int, limit: int) -> list[sqlite3.Row]:
         return self.rows(
             "SELECT id, ts, stage, message FROM run_logs WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?",
             (run_id, after_id, limit),
         )
+
+    def metric_history(self, run_id: str) -> list[sqlite3.Row]:
+        return self.rows("SELECT step, loss, goodput FROM metric_history WHERE run_id = ? ORDER BY step LIMIT ?",
+                         (run_id, MAX_METRIC_POINTS))
+
+    def runs_of(self, account_id: str) -> list[RunRecord]:
+        rows = self.rows("SELECT * FROM runs WHERE account_id = ? ORDER BY created_at DESC, run_id LIMIT ?",
+                         (account_id, MAX_LISTED_RUNS))
+        return [self._record(r) for r in rows]
 
     def checkpoints(self, run_id: str) -> list[Checkpoint]:
         rows = self.rows("SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step", (run_id,))

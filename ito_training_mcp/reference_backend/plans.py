@@ -1,0 +1,115 @@
+"""The person's step in the public API: training plans and confirmation requests.
+
+`POST /v1/training-plans` validates a manifest server-side without creating anything, estimates
+its cost and, when every check passes, opens a pending `training.create` confirmation request.
+`POST /v1/confirmation-requests` opens one for cancelling or cleaning up a run. Nothing here
+confirms anything: only a person at the desk (or the operator API, headless) decides a request.
+Neither POST is keyed: each call opens a new request, and an unused one simply expires.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+from starlette.routing import Route
+
+from ..inputs import ID_PATTERN
+from . import lifecycle, policy, reviews
+from .errors import ApiError, invalid_request
+from .public import READ, WRITE, Ctx, Handler, V1Route, eligibility, field_id, own_run, sha256_hex
+from .state import Backend
+from .wire import Reply, only_keys, parse_object, read_body
+
+_ID_RE = re.compile(ID_PATTERN)
+_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+PLAN_FIELDS = ("booking_id", "manifest_sha256", "manifest_b64")
+REQUEST_ACTIONS = ("training.cancel", "training.cleanup")
+
+
+def _too_many(backend: Backend, account_id: str) -> None:
+    if reviews.pending_count(backend.store, account_id, backend.store.clock()) >= reviews.MAX_PENDING_PER_ACCOUNT:
+        raise ApiError(409, "too_many_pending_requests",
+                       f"This account already has {reviews.MAX_PENDING_PER_ACCOUNT} pending confirmation requests; "
+                       "decide or let some expire first.")
+
+
+async def create_plan(backend: Backend, ctx: Ctx) -> Reply:
+    body = parse_object(await read_body(ctx.request))
+    only_keys(body, PLAN_FIELDS)
+    booking_id = field_id(body, "booking_id")
+    digest, encoded = body["manifest_sha256"], body["manifest_b64"]
+    if not isinstance(digest, str) or not _DIGEST_RE.fullmatch(digest):
+        raise invalid_request("manifest_sha256 must be 64 lowercase hex characters.")
+    if not isinstance(encoded, str):
+        raise invalid_request("manifest_b64 must be a string.")
+    # No await from here on.
+    store, account_id = backend.store, ctx.account_id
+    try:
+        manifest_bytes = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise ApiError(422, "digest_mismatch", "manifest_b64 is not standard base64.",
+                       reason="invalid_base64") from None
+    if sha256_hex(manifest_bytes) != digest:
+        raise ApiError(422, "digest_mismatch", "The SHA-256 of manifest_b64 is not manifest_sha256.")
+    booking = store.booking(booking_id)
+    if booking is None or booking["account_id"] != account_id:
+        raise ApiError(404, "booking_not_found", "No such booking for this account.")
+    eligible, reason = eligibility(booking, store.clock())
+    if not eligible:
+        raise ApiError(403, "booking_not_eligible", "The booking is not eligible for training.", reason=reason)
+    account = store.account(account_id)
+    assert account is not None  # a token's account always exists (foreign key)
+    manifest, checks = policy.evaluate(manifest_bytes, booking, account)
+    valid = manifest is not None and all(c["status"] == "passed" for c in checks)
+    if valid:
+        _too_many(backend, account_id)
+    estimate = None if manifest is None else policy.estimate(manifest, booking)
+    max_cost = f"{manifest.budget.max_incremental_cost_usd:.2f}" if valid and manifest is not None else None
+    plan, request = reviews.create_plan(
+        store, account_id=account_id, booking_id=booking_id, manifest_sha256=digest, manifest=manifest_bytes,
+        checks=checks, estimate=estimate, max_cost_usd=max_cost, settings=backend.reviews,
+    )
+    base = backend.base_url(ctx.request.scope)
+    view = None if request is None else reviews.request_view(request, store.clock(), base)
+    return Reply(201, reviews.plan_view(plan, view))
+
+
+async def create_request(backend: Backend, ctx: Ctx) -> Reply:
+    body = parse_object(await read_body(ctx.request))
+    only_keys(body, ("action", "run_id"))
+    action = body["action"]
+    if action not in REQUEST_ACTIONS:
+        raise invalid_request("action must be training.cancel or training.cleanup; create requests come from plans.")
+    run_id = field_id(body, "run_id")
+    rec = own_run(backend, ctx.account_id, run_id)
+    if action == "training.cancel" and rec.state not in lifecycle.CANCELLABLE_STATES:
+        raise ApiError(409, "run_not_cancellable", f"A run in state {rec.state} cannot be cancelled.")
+    if action == "training.cleanup" and not rec.terminal:
+        raise ApiError(422, "validation_rejected", "Cancel the run or let it finish before cleanup.",
+                       reason="run_active")
+    _too_many(backend, ctx.account_id)
+    row = reviews.create_run_request(
+        backend.store, account_id=ctx.account_id, action=action, run_id=rec.run_id, booking_id=rec.booking_id,
+        manifest_sha256=rec.manifest_sha256, settings=backend.reviews,
+    )
+    return Reply(201, reviews.request_view(row, backend.store.clock(), backend.base_url(ctx.request.scope)))
+
+
+async def get_request(backend: Backend, ctx: Ctx) -> Reply:
+    request_id = ctx.path("request_id")
+    row = reviews.request(backend.store, request_id) if _ID_RE.fullmatch(request_id) else None
+    if row is None or row["account_id"] != ctx.account_id:
+        raise ApiError(404, "confirmation_not_found", "No such confirmation request for this account.")
+    return Reply(200, reviews.request_view(row, backend.store.clock(), backend.base_url(ctx.request.scope)))
+
+
+def routes(backend: Backend) -> list[Route]:
+    table: list[tuple[str, str, Handler, str]] = [
+        ("POST", "/v1/training-plans", create_plan, WRITE),
+        ("POST", "/v1/confirmation-requests", create_request, WRITE),
+        ("GET", "/v1/confirmation-requests/{request_id}", get_request, READ),
+    ]
+    return [Route(path, endpoint=V1Route(backend, f"{method} {path}", handler, scope=scope), methods=[method])
+            for method, path, handler, scope in table]
+

@@ -1,0 +1,197 @@
+"""Plans and confirmation requests in the store: what a person reviews, and their decision.
+
+A plan keeps the exact manifest bytes it was given, so the desk renders the backend's own parse
+of them. A confirmation request is `pending` until a person decides it at the desk (or an
+operator does, headless); it reads as `expired` once its deadline has passed undecided.
+Confirming creates the `confirmations` row that create / cancel / cleanup consume, in the same
+transaction that marks the request decided, so a request is decided at most once.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from .store import Store, new_id, rfc3339
+
+REQUEST_TTL_S = 60 * 60
+CONFIRMATION_TTL_S = 30 * 60
+MAX_PENDING_PER_ACCOUNT = 100
+MAX_LISTED_REQUESTS = 500
+KEEP_PLANS_WITHOUT_REQUEST = 200  # per account: older invalid plans (and their bytes) are dropped
+STATUSES = ("pending", "confirmed", "declined", "expired")
+
+
+class DecisionError(Exception):
+    """A decision that cannot be made: `kind` is not_found, decided or expired."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Settings:
+    request_ttl_s: float = REQUEST_TTL_S
+    confirmation_ttl_s: float = CONFIRMATION_TTL_S
+
+
+def status_of(row: sqlite3.Row | dict[str, Any], now: float) -> str:
+    if row["status"] == "pending" and row["expires_at"] <= now:
+        return "expired"
+    return str(row["status"])
+
+
+def request_view(row: sqlite3.Row, now: float, base_url: str) -> dict[str, Any]:
+    return {
+        "request_id": row["request_id"], "account_id": row["account_id"], "action": row["action"],
+        "status": status_of(row, now), "booking_id": row["booking_id"], "run_id": row["run_id"],
+        "plan_id": row["plan_id"], "manifest_sha256": row["manifest_sha256"], "max_cost_usd": row["max_cost_usd"],
+        "review_url": f"{base_url}/desk/requests/{row['request_id']}",
+        "expires_at": rfc3339(row["expires_at"]), "created_at": rfc3339(row["created_at"]),
+        "decided_at": None if row["decided_at"] is None else rfc3339(row["decided_at"]),
+        "confirmation_ref": row["confirmation_ref"],
+    }
+
+
+def operator_request_view(row: sqlite3.Row, now: float, base_url: str) -> dict[str, Any]:
+    """The operator also sees how and by whom the request was decided."""
+    return {**request_view(row, now, base_url), "decided_via": row["decided_via"], "decided_by": row["decided_by"]}
+
+
+def plan_view(row: sqlite3.Row, request: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "plan_id": row["plan_id"], "account_id": row["account_id"], "booking_id": row["booking_id"],
+        "manifest_sha256": row["manifest_sha256"], "valid": bool(row["valid"]), "checks": json.loads(row["checks"]),
+        "estimate": None if row["estimate"] is None else json.loads(row["estimate"]),
+        "confirmation_request": request, "created_at": rfc3339(row["created_at"]),
+    }
+
+
+def pending_count(store: Store, account_id: str, now: float) -> int:
+    row = store.row("SELECT COUNT(*) AS n FROM confirmation_requests WHERE account_id = ? AND status = 'pending' "
+                    "AND expires_at > ?", (account_id, now))
+    return 0 if row is None else int(row["n"])
+
+
+def _insert_request(conn: sqlite3.Connection, values: dict[str, Any], now: float, ttl_s: float) -> str:
+    request_id = new_id("creq")
+    conn.execute(
+        "INSERT INTO confirmation_requests (request_id, account_id, action, status, booking_id, run_id, plan_id, "
+        "manifest_sha256, max_cost_usd, expires_at, created_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+        (request_id, values["account_id"], values["action"], values["booking_id"], values.get("run_id"),
+         values.get("plan_id"), values.get("manifest_sha256"), values["max_cost_usd"], now + ttl_s, now),
+    )
+    return request_id
+
+
+def create_plan(
+    store: Store, *, account_id: str, booking_id: str, manifest_sha256: str, manifest: bytes, checks: list[Any],
+    estimate: dict[str, Any] | None, max_cost_usd: str | None, settings: Settings = Settings(),
+) -> tuple[sqlite3.Row, sqlite3.Row | None]:
+    """Store a plan; when `max_cost_usd` is given (a valid plan) also open its create request."""
+    now = store.clock()
+    plan_id = new_id("plan")
+    with store.tx() as conn:
+        request_id = None
+        if max_cost_usd is not None:
+            request_id = _insert_request(conn, {
+                "account_id": account_id, "action": "training.create", "booking_id": booking_id,
+                "plan_id": plan_id, "manifest_sha256": manifest_sha256, "max_cost_usd": max_cost_usd,
+            }, now, settings.request_ttl_s)
+        conn.execute(
+            "INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (plan_id, account_id, booking_id, manifest_sha256, manifest, int(max_cost_usd is not None),
+             json.dumps(checks), None if estimate is None else json.dumps(estimate), request_id, now),
+        )
+        if request_id is None:  # nobody will review an invalid plan: keep only the newest few
+            conn.execute(
+                "DELETE FROM plans WHERE account_id = ? AND request_id IS NULL AND plan_id NOT IN (SELECT plan_id "
+                "FROM plans WHERE account_id = ? AND request_id IS NULL ORDER BY created_at DESC, rowid DESC LIMIT ?)",
+                (account_id, account_id, KEEP_PLANS_WITHOUT_REQUEST))
+    plan = store.row("SELECT * FROM plans WHERE plan_id = ?", (plan_id,))
+    assert plan is not None
+    return plan, None if request_id is None else request(store, request_id)
+
+
+def create_run_request(
+    store: Store, *, account_id: str, action: str, run_id: str, booking_id: str, manifest_sha256: str,
+    settings: Settings = Settings(),
+) -> sqlite3.Row:
+    now = store.clock()
+    with store.tx() as conn:
+        request_id = _insert_request(conn, {
+            "account_id": account_id, "action": action, "booking_id": booking_id, "run_id": run_id,
+            "manifest_sha256": manifest_sha256, "max_cost_usd": "0.00",
+        }, now, settings.request_ttl_s)
+    row = request(store, request_id)
+    assert row is not None
+    return row
+
+
+def request(store: Store, request_id: str) -> sqlite3.Row | None:
+    return store.row("SELECT * FROM confirmation_requests WHERE request_id = ?", (request_id,))
+
+
+def plan(store: Store, plan_id: str) -> sqlite3.Row | None:
+    return store.row("SELECT * FROM plans WHERE plan_id = ?", (plan_id,))
+
+
+def list_requests(store: Store, *, account_id: str | None = None, status: str | None = None) -> list[sqlite3.Row]:
+    """Newest first, at most `MAX_LISTED_REQUESTS`; `status` may be any of `STATUSES`."""
+    now = store.clock()
+    where: list[str] = ["1 = 1"]
+    params: list[object] = []
+    if account_id is not None:
+        where.append("account_id = ?")
+        params.append(account_id)
+    if status == "pending":
+        where.append("status = 'pending' AND expires_at > ?")
+        params.append(now)
+    elif status == "expired":
+        where.append("status = 'pending' AND expires_at <= ?")
+        params.append(now)
+    elif status is not None:
+        where.append("status = ?")
+        params.append(status)
+    sql = ("SELECT * FROM confirmation_requests WHERE " + " AND ".join(where)  # noqa: S608 - fixed fragments
+           + " ORDER BY created_at DESC, request_id LIMIT ?")
+    return store.rows(sql, (*params, MAX_LISTED_REQUESTS))
+
+
+def decide(
+    store: Store, request_id: str, *, confirm: bool, via: str, by: str, account_id: str | None = None,
+    settings: Settings = Settings(),
+) -> sqlite3.Row:
+    """Confirm or decline a pending request, once. `account_id` (the desk) must own it."""
+    now = store.clock()
+    with store.tx() as conn:
+        row = conn.execute("SELECT * FROM confirmation_requests WHERE request_id = ?", (request_id,)).fetchone()
+        if row is None or (account_id is not None and row["account_id"] != account_id):
+            raise DecisionError("not_found")
+        if row["status"] != "pending":
+            raise DecisionError("decided")
+        if row["expires_at"] <= now:
+            raise DecisionError("expired")
+        ref = None
+        if confirm:
+            ref = new_id("cnf")
+            conn.execute(
+                "INSERT INTO confirmations (ref, account_id, action, booking_id, run_id, manifest_sha256, "
+                "max_cost_usd, expires_at, consumed_at, consumed_by, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
+                (ref, row["account_id"], row["action"], row["booking_id"], row["run_id"], row["manifest_sha256"],
+                 row["max_cost_usd"], now + settings.confirmation_ttl_s, now),
+            )
+        cur = conn.execute(
+            "UPDATE confirmation_requests SET status = ?, decided_at = ?, decided_via = ?, decided_by = ?, "
+            "confirmation_ref = ? WHERE request_id = ? AND status = 'pending'",
+            ("confirmed" if confirm else "declined", now, via, by[:128], ref, request_id),
+        )
+        if cur.rowcount != 1:  # pragma: no cover - the transaction already holds the write lock
+            raise DecisionError("decided")
+    decided = request(store, request_id)
+    assert decided is not None
+    return decided

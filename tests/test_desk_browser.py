@@ -1,0 +1,307 @@
+"""The desk in a real browser: Debian's Chromium driven by Playwright (no browser download).
+
+`make browser` (and .ci/run) installs Chromium. Its absence is a failure, not a skip, unless
+ITO_SKIP_BROWSER=1 is set explicitly. ITO_CHROMIUM names another Chromium binary. One browser
+for the module, a fresh context (cookie jar) per test; screenshots go to each test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ito_training_mcp.reference_backend import ReferenceBackend
+
+from .test_desk import HIDDEN, HOSTILE, insert_request
+from .test_reference_backend import DOC, MANIFEST, sha
+
+# Read at import: the autouse clean_env fixture removes ITO_* variables before each test runs.
+SKIP = os.environ.get("ITO_SKIP_BROWSER") == "1"
+CHROMIUM = os.environ.get("ITO_CHROMIUM", "/usr/bin/chromium")
+FLAGS = ["--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run",
+         "--disable-sync", "--disable-quic", "--disable-dev-shm-usage"]
+TIMEOUT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or not Path(CHROMIUM).exists():
+        if SKIP:
+            pytest.skip("ITO_SKIP_BROWSER=1: no browser tests")
+        pytest.fail(f"Browser tests need Playwright (pip install -e '.[dev]') and Chromium at {CHROMIUM}: run "
+                    "`make browser` (as root: apt-get install -y chromium), or set ITO_SKIP_BROWSER=1 to skip them.")
+    flags = FLAGS + (["--no-sandbox"] if os.geteuid() == 0 else [])
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=flags)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def rb() -> Iterator[ReferenceBackend]:
+    with ReferenceBackend() as backend:
+        yield backend
+
+
+class Account:
+    def __init__(self, rb: ReferenceBackend) -> None:
+        self.rb = rb
+        self.account_id = rb.op.account()
+        _, self.token = rb.op.token(self.account_id)
+        self.booking_id = rb.op.booking(self.account_id, nodes=2)["booking_id"]
+        self.api = httpx.Client(base_url=rb.url, headers={"Authorization": f"Bearer {self.token}"}, trust_env=False)
+
+    def request_id(self) -> str:
+        body = {"booking_id": self.booking_id, "manifest_sha256": sha(MANIFEST),
+                "manifest_b64": base64.b64encode(MANIFEST).decode()}
+        return str(self.api.post("/v1/training-plans", json=body).json()["confirmation_request"]["request_id"])
+
+    def request(self, request_id: str) -> dict[str, Any]:
+        return dict(self.api.get(f"/v1/confirmation-requests/{request_id}").json())
+
+
+@pytest.fixture
+def account(rb: ReferenceBackend) -> Iterator[Account]:
+    found = Account(rb)
+    yield found
+    found.api.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    tab = context.new_page()
+    problems: list[str] = []
+    tab.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    tab.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+    tab.problems = problems
+    yield tab
+    context.close()
+
+
+def sign_in(page: Any, rb: ReferenceBackend, account: Account) -> None:
+    page.goto(rb.op.login_link(account.account_id)["url"])
+    assert f"Sign in as {account.account_id}" in page.inner_text("button")
+    page.click("button")
+    page.wait_for_url(f"{rb.url}/desk/")
+
+
+def test_sign_in_review_confirm_and_see_the_ref(page: Any, rb: ReferenceBackend, account: Account,
+                                               tmp_path: Path) -> None:
+    request_id = account.request_id()
+    page.goto(rb.op.login_link(account.account_id)["url"])
+    page.screenshot(path=str(tmp_path / "1-sign-in.png"))
+    page.click("text=Sign in as")
+    page.wait_for_url(f"{rb.url}/desk/")
+    assert account.account_id in page.inner_text("nav")
+    page.screenshot(path=str(tmp_path / "2-pending.png"))
+    page.click(f"a[href='/desk/requests/{request_id}']")
+    page.wait_for_url(f"{rb.url}/desk/requests/{request_id}")
+    body = page.inner_text("main")
+    for text in (DOC["model"]["name"], DOC["model"]["revision"], "sft → dpo", "$1200.00", "$4800.00",
+                 DOC["data"][0]["decontamination"]["method"], sha(MANIFEST)):
+        assert text in body, text
+    # The stylesheet loaded under the CSP: the Confirm button is styled.
+    assert page.eval_on_selector("button.confirm", "b => getComputedStyle(b).backgroundColor") == "rgb(27, 122, 61)"
+    page.screenshot(path=str(tmp_path / "3-review.png"), full_page=True)
+    page.locator("button.confirm").first.click()
+    page.wait_for_selector("#confirmation-ref")
+    ref = page.inner_text("#confirmation-ref")
+    page.screenshot(path=str(tmp_path / "4-confirmed.png"))
+    seen = account.request(request_id)
+    assert seen["status"] == "confirmed" and seen["confirmation_ref"] == ref
+    assert page.problems == []
+    # The cookie is the browser's own: HttpOnly, SameSite=Strict, path /desk.
+    cookies = page.context.cookies()
+    assert [(c["name"], c["httpOnly"], c["sameSite"], c["path"]) for c in cookies] == [
+        ("ito_desk_session", True, "Strict", "/desk")]
+
+
+def test_decline(page: Any, rb: ReferenceBackend, account: Account, tmp_path: Path) -> None:
+    request_id = account.request_id()
+    sign_in(page, rb, account)
+    page.goto(f"{rb.url}/desk/requests/{request_id}")
+    page.locator("button.decline").first.click()
+    page.wait_for_selector("text=You declined this")
+    page.screenshot(path=str(tmp_path / "declined.png"))
+    assert account.request(request_id)["status"] == "declined"
+    assert page.locator("button.confirm").count() == 0
+
+
+def test_reused_and_expired_links(page: Any, rb: ReferenceBackend, account: Account, tmp_path: Path) -> None:
+    link = rb.op.login_link(account.account_id)["url"]
+    page.goto(link)
+    page.click("button")
+    page.wait_for_url(f"{rb.url}/desk/")
+    response = page.goto(link)
+    assert response.status == 410 and "already been used" in page.inner_text("main")
+    page.screenshot(path=str(tmp_path / "used.png"))
+    from ito_training_mcp.reference_backend.desk.session import mint_link
+    from ito_training_mcp.reference_backend.store import Store
+
+    store = Store(rb.db_path)
+    try:
+        expired, _ = mint_link(store, account.account_id, ttl_s=-1)
+    finally:
+        store.close()
+    fresh = page.context.browser.new_context()
+    try:
+        tab = fresh.new_page()
+        response = tab.goto(f"{rb.url}/desk/sign-in/{expired}")
+        assert response.status == 410 and "expired" in tab.inner_text("main")
+        assert tab.locator("button").count() == 0 and fresh.cookies() == []
+    finally:
+        fresh.close()
+
+
+class _AttackPage(BaseHTTPRequestHandler):
+    target = ""
+    as_link = False  # a plain link to `target` (a chat app showing review_url) instead of a forged form
+
+    def do_GET(self) -> None:
+        if self.as_link:
+            body = f'<!doctype html><a id="review" href="{self.target}">review</a>'.encode()
+        else:
+            body = (f'<!doctype html><form id="f" method="post" action="{self.target}">'
+                    '<input type="hidden" name="csrf" value="forged"></form>'
+                    '<script>document.getElementById("f").submit()</script>').encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def attacker(rb: ReferenceBackend) -> Iterator[tuple[ThreadingHTTPServer, int]]:
+    _AttackPage.as_link = False
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _AttackPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.mark.parametrize("attacker_host", ["localhost", "127.0.0.1"])  # cross-site; same-site but cross-origin
+def test_a_forged_cross_origin_form_post_is_refused(page: Any, rb: ReferenceBackend, account: Account,
+                                                    attacker: tuple[ThreadingHTTPServer, int], attacker_host: str,
+                                                    tmp_path: Path) -> None:
+    request_id = account.request_id()
+    sign_in(page, rb, account)  # the victim is signed in
+    _AttackPage.target = f"{rb.url}/desk/requests/{request_id}/confirm"
+    page.goto(f"http://{attacker_host}:{attacker[1]}/")
+    page.wait_for_url(_AttackPage.target)
+    page.wait_for_load_state()
+    page.screenshot(path=str(tmp_path / f"forged-from-{attacker_host}.png"))
+    text = page.inner_text("main")
+    assert "Not signed in" in text or "Refused" in text
+    assert account.request(request_id)["status"] == "pending"
+
+
+def test_a_review_url_opened_from_another_site(page: Any, rb: ReferenceBackend, account: Account,
+                                              attacker: tuple[ThreadingHTTPServer, int], tmp_path: Path) -> None:
+    """SameSite=Strict keeps the cookie off a navigation that starts on another site; the page says so
+    and its same-site link carries the session."""
+    request_id = account.request_id()
+    sign_in(page, rb, account)
+    _AttackPage.target, _AttackPage.as_link = f"{rb.url}/desk/requests/{request_id}", True
+    page.goto(f"http://localhost:{attacker[1]}/")
+    with page.expect_navigation() as navigation:
+        page.click("#review")
+    assert navigation.value.status == 401 and "Not signed in" in page.inner_text("main")
+    page.screenshot(path=str(tmp_path / "from-elsewhere.png"))
+    page.click("text=continue to this page")
+    page.wait_for_selector("button.confirm")
+    assert request_id in page.inner_text("main")
+
+
+def test_a_post_without_the_token_is_refused(page: Any, rb: ReferenceBackend, account: Account,
+                                             tmp_path: Path) -> None:
+    request_id = account.request_id()
+    sign_in(page, rb, account)
+    page.goto(f"{rb.url}/desk/requests/{request_id}")
+    # Strip the hidden token from the real form (DevTools ignores the page's CSP), then submit it.
+    page.evaluate("document.querySelectorAll('input[name=csrf]').forEach(i => i.remove())")
+    with page.expect_navigation() as navigation:
+        page.locator("button.confirm").first.click()
+    assert navigation.value.status == 403
+    assert "security token is missing or wrong" in page.inner_text("main")
+    page.screenshot(path=str(tmp_path / "no-token.png"))
+    assert account.request(request_id)["status"] == "pending"
+
+
+def test_an_api_token_is_refused_at_the_desk(browser: Any, rb: ReferenceBackend, account: Account,
+                                             tmp_path: Path) -> None:
+    context = browser.new_context(extra_http_headers={"Authorization": f"Bearer {account.token}"})
+    try:
+        tab = context.new_page()
+        for path in ("/desk/", f"/desk/requests/{account.request_id()}"):
+            response = tab.goto(f"{rb.url}{path}")
+            assert response.status == 401 and "API credentials refused" in tab.inner_text("main")
+        tab.screenshot(path=str(tmp_path / "api-token.png"))
+    finally:
+        context.close()
+
+
+def test_hostile_manifest_strings_render_inert(page: Any, rb: ReferenceBackend, account: Account,
+                                               tmp_path: Path) -> None:
+    manifest = json.dumps({**DOC, **HOSTILE}, indent=1, ensure_ascii=False).encode()
+    request_id = insert_request(rb, account.account_id, account.booking_id, manifest)  # as the API would refuse
+    sign_in(page, rb, account)
+    page.goto(f"{rb.url}/desk/requests/{request_id}")
+    page.screenshot(path=str(tmp_path / "hostile.png"), full_page=True)
+    text = page.inner_text("body")
+    for char in HIDDEN:
+        assert char not in text, f"U+{ord(char):04X} rendered"
+        assert f"⟨U+{ord(char):04X}⟩" in text
+    assert "<script>alert(1)</script>" in text  # shown as text, not run
+    assert page.locator("script").count() == 0 and page.locator("main b").count() == 0
+    assert page.problems == []  # no dialog opened, no CSP violation
+
+
+def test_the_runs_page_chart_renders(page: Any, rb: ReferenceBackend, account: Account, tmp_path: Path) -> None:
+    ref = rb.op.confirm_request(account.request_id())["confirmation_ref"]
+    run = account.api.post("/v1/training-runs", headers={"Idempotency-Key": "browser-chart-key-01"}, json={
+        "booking_id": account.booking_id, "confirmation_ref": ref, "manifest_sha256": sha(MANIFEST),
+        "manifest_b64": base64.b64encode(MANIFEST).decode()}).json()
+    for _ in range(3):
+        rb.op.advance(run["run_id"])
+    sign_in(page, rb, account)
+    page.goto(f"{rb.url}/desk/runs")
+    page.click(f"a[href='/desk/runs/{run['run_id']}']")
+    chart = page.locator("figure.chart svg")
+    chart.wait_for()
+    box = chart.bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 100
+    lines = page.locator("figure.chart polyline")
+    assert lines.count() == 2
+    for i in range(2):
+        line_box = lines.nth(i).bounding_box()
+        assert line_box is not None and line_box["width"] > 100  # drawn across the chart
+    assert page.eval_on_selector("polyline.loss", "p => getComputedStyle(p).stroke") == "rgb(194, 65, 12)"
+    chart.screenshot(path=str(tmp_path / "chart.png"))
+    page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
+    assert page.problems == []
