@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--idempotency-key", metavar="KEY", required=True, help="stable key for this action")
     sub.add_parser("backend", help="Run the reference backend (conformance/demo server; never trains).",
                    add_help=False)
+    sub.add_parser("skill", help="Install the agent skill for harnesses that load SKILL.md from disk "
+                                 "(ito-training skill install --help).", add_help=False)
     return parser
 
 
@@ -170,6 +172,11 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         from .reference_backend import main as backend_main
 
         return backend_main(list(argv[1:]))
+    if list(argv[:1]) == ["skill"] or list(argv[:2]) == ["--json", "skill"]:
+        from . import skill_install
+
+        rest = list(argv[1:]) if argv[0] == "skill" else [*argv[2:], "--json"]
+        return skill_install.run(rest, stdout=stdout, stderr=stderr)
     want_json = "--json" in argv
     parser = build_parser()
     try:
@@ -184,9 +191,9 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
             print(exc.message, file=stderr)
         return EXIT_USAGE
 
-    if args.command == "backend":  # only reachable as "--json backend": the backend owns its own options
-        envelope = _usage_envelope(UsageError("ito-training backend must be the first argument; it takes its "
-                                              "own options (see 'ito-training backend --help').",
+    if args.command in ("backend", "skill"):  # only reachable after other options: these own their options
+        envelope = _usage_envelope(UsageError(f"ito-training {args.command} must be the first argument; it takes "
+                                              f"its own options (see 'ito-training {args.command} --help').",
                                               argument="command"))
         print(envelope.to_json(indent=2) if want_json else envelope.error.message if envelope.error else "",
               file=stdout if want_json else stderr)

@@ -39,12 +39,15 @@ class Skill:
         return [SKILL_FILE, *(f"{REFERENCES}/{name}" for name in listed)]
 
     def read(self, relative: str) -> str:
+        return self.read_bytes(relative).decode("utf-8")
+
+    def read_bytes(self, relative: str) -> bytes:
         if relative not in self.names():
             raise KeyError(relative)
         node = self.root
         for part in relative.split("/"):
             node = node / part
-        return node.read_text(encoding="utf-8")
+        return node.read_bytes()
 
 
 def _packaged() -> Traversable | None:

@@ -20,14 +20,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import SessionMessage
-from mcp.types import ErrorData, JSONRPCError, jsonrpc_message_adapter
-from pydantic import ValidationError
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the SDK loads only when a session starts: reading the setting stays instant
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.server.lowlevel import Server
+    from mcp.shared.message import SessionMessage
+
+    ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
+    WriteStream = MemoryObjectSendStream[SessionMessage]
 
 MAX_LINE_ENV = "ITO_TRAINING_STDIO_MAX_LINE_BYTES"
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -108,12 +107,19 @@ class Answer:
 
 
 def _answer(code: int, message: str, data: Any = None) -> Answer:
+    from mcp.shared.message import SessionMessage
+    from mcp.types import ErrorData, JSONRPCError
+
     error = ErrorData(code=code, message=message, data=data)
     return Answer(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
 
 
 def parse_line(line: bytes) -> SessionMessage | Answer:
     """The JSON-RPC message on one line, or the answer to a line that is not one. Never echoes the line."""
+    from mcp.shared.message import SessionMessage
+    from mcp.types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValidationError:
@@ -137,15 +143,13 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
-WriteStream = MemoryObjectSendStream[SessionMessage]
-
-
 @asynccontextmanager
 async def bounded_stdio(
     limit: int, fds: tuple[int, int] | None = None
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The (read, write) streams for `Server.run`, over stdin/stdout or the given (in, out) descriptors."""
+    import anyio
+    from mcp.shared.message import SessionMessage
     restore: list[tuple[int, int]] = []
     if fds is None:
         in_fd, out_fd = os.dup(0), os.dup(1)
