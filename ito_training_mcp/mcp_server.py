@@ -21,6 +21,7 @@ installed below, so the client cannot forge it).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -170,7 +171,7 @@ def _resources(skill: Skill) -> dict[str, _Readable]:
             Resource(uri=SKILL_URI, name="skill", title="The ito-training agent skill (SKILL.md)",
                      description="When and how to use these tools, and what every error code obliges.",
                      mime_type="text/markdown"),
-            lambda: skill.read(SKILL_FILE),
+            functools.partial(skill.read, SKILL_FILE),
         ),
     }
     for relative in skill.names()[1:]:
@@ -179,7 +180,7 @@ def _resources(skill: Skill) -> dict[str, _Readable]:
         readable[uri] = _Readable(
             Resource(uri=uri, name=f"skill-reference-{name.removesuffix('.md')}",
                      title=f"ito-training skill reference: {name}", mime_type="text/markdown"),
-            lambda relative=relative: skill.read(relative),  # type: ignore[misc]
+            functools.partial(skill.read, relative),
         )
     return readable
 

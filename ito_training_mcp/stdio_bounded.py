@@ -150,6 +150,7 @@ async def bounded_stdio(
     """The (read, write) streams for `Server.run`, over stdin/stdout or the given (in, out) descriptors."""
     import anyio
     from mcp.shared.message import SessionMessage
+
     restore: list[tuple[int, int]] = []
     if fds is None:
         in_fd, out_fd = os.dup(0), os.dup(1)

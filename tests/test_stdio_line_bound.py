@@ -11,16 +11,20 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ito_training_mcp.mcp_server import build_server
+from ito_training_mcp.service import TrainingService
 from ito_training_mcp.stdio_bounded import (
     DEFAULT_MAX_LINE_BYTES,
     MAX_LINE_ENV,
     OVERSIZED,
     Answer,
     LineSplitter,
+    bounded_stdio,
     max_line_bytes,
     parse_line,
 )
@@ -194,3 +198,28 @@ def test_a_last_line_without_newline_still_counts_and_nothing_is_echoed() -> Non
     answer = parse_line(b'{"secret": "' + b"s3cr3t" * 3 + b'"')
     assert isinstance(answer, Answer)
     assert b"s3cr3t" not in answer.message.message.model_dump_json().encode()
+
+
+async def test_the_transport_over_given_descriptors_serves_until_input_closes() -> None:
+    """In-process, on pipes: oversized and valid lines interleave, and end of input ends the session."""
+    limit = 64 * 1024
+    client_to_server, server_in = os.pipe()[::-1]  # (write end for the client, read end for the server)
+    server_out, client_from_server = os.pipe()[::-1]
+    server = build_server(TrainingService({}))
+
+    async def serve() -> None:
+        async with bounded_stdio(limit, (server_in, server_out)) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    lines = [json.dumps(INITIALIZE).encode(), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+             .encode(), b"x" * (limit + 1), json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode()]
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            await anyio.to_thread.run_sync(os.write, client_to_server, b"\n".join(lines) + b"\n")
+            os.close(client_to_server)  # end of input: the server must finish by itself
+        answers = [json.loads(line) for line in os.read(client_from_server, 1 << 20).splitlines()]
+    assert [a.get("id") for a in answers] == [1, None, 3]
+    assert answers[1]["error"]["code"] == -32600 and answers[2]["result"] == {}
+    for fd in (server_in, server_out, client_from_server):
+        os.close(fd)
