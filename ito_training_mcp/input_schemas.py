@@ -75,6 +75,11 @@ def cursor(description: str) -> Schema:
     return _nullable({"type": "string", "maxLength": MAX_CURSOR_CHARS, "pattern": CURSOR_PATTERN}, description)
 
 
+def one_of_strings(values: tuple[str, ...], description: str) -> Schema:
+    """A closed set of strings, e.g. an action name."""
+    return {"type": "string", "enum": list(values), "description": description}
+
+
 def wait_seconds(description: str) -> Schema:
     return bounded_integer(description, low=0, high=MAX_WAIT_SECONDS)
 

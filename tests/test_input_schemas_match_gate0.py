@@ -81,6 +81,8 @@ def _from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     """A strategy for the JSON Schema subset input_schemas.py emits (the test fails on anything else)."""
     if "anyOf" in schema:
         return st.one_of(*(_from_schema(branch) for branch in schema["anyOf"]))
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
     kind = schema["type"]
     if kind == "null":
         return st.none()
@@ -219,6 +221,8 @@ _JUNK: list[Any] = [None, "", True, False, 0, -1, 1.5, [], {}, 2**70, "a b", "a\
 
 def _probes(spec: ToolSpec) -> Iterator[dict[str, Any]]:
     properties = spec.input_schema()["properties"]
+    missing = sorted(spec.argument_names - _CANONICAL.keys())
+    assert not missing, f"add a well-formed value for {missing} to _CANONICAL in this test"
     base = {name: _CANONICAL[name] for name in sorted(spec.argument_names)}
     if spec.arguments.exactly_one_of:
         base.pop(spec.arguments.exactly_one_of[1])
@@ -296,3 +300,22 @@ def test_exactly_one_of_run_id_or_idempotency_key_is_in_the_schema() -> None:
     ]:
         assert schema_accepts(status, arguments) is valid, arguments
         assert gate0(status, arguments) == ("accepted" if valid else "refused"), arguments
+
+
+def test_the_builders_for_the_next_tools() -> None:
+    """What a new ToolSpec is made of: declared arguments only, enums for closed sets, a root kept plain."""
+    from ito_training_mcp import input_schemas as arg
+
+    with pytest.raises(ValueError, match="declared"):
+        arg.Arguments(properties={"run_id": arg.identifier("r")}, required=("request_id",))
+    with pytest.raises(ValueError, match="two"):
+        arg.Arguments(properties={"run_id": arg.identifier("r")}, exactly_one_of=("run_id",))
+    action = arg.Arguments(
+        properties={"action": arg.one_of_strings(("training.cancel", "training.cleanup"), "a"),
+                    "run_id": arg.identifier("r")},
+        required=("action", "run_id"),
+    ).schema("request_confirmationArguments")
+    validator = EcmaValidator(action)
+    assert validator.is_valid({"action": "training.cancel", "run_id": "run_1"})
+    assert not validator.is_valid({"action": "training.create", "run_id": "run_1"})
+    assert not COMPOSITION & action.keys()
