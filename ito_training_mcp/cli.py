@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("backend", help="Run the reference backend (conformance/demo server; never trains).",
                    add_help=False)
     sub.add_parser("desk", help="Operator and desk actions on a local reference backend.", add_help=False)
+    sub.add_parser("skill", help="Install the agent skill for harnesses that load SKILL.md from disk "
+                                 "(ito-training skill install --help).", add_help=False)
     return parser
 
 
@@ -175,6 +177,11 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         from .reference_backend.desk_cli import run as desk_run
 
         return desk_run(list(argv[1:]), stdout=stdout, stderr=stderr)
+    if list(argv[:1]) == ["skill"] or list(argv[:2]) == ["--json", "skill"]:
+        from . import skill_install
+
+        rest = list(argv[1:]) if argv[0] == "skill" else [*argv[2:], "--json"]
+        return skill_install.run(rest, stdout=stdout, stderr=stderr)
     want_json = "--json" in argv
     parser = build_parser()
     try:
@@ -189,7 +196,7 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
             print(exc.message, file=stderr)
         return EXIT_USAGE
 
-    if args.command in ("backend", "desk"):  # only reachable as "--json backend": they own their options
+    if args.command in ("backend", "desk", "skill"):  # only reachable after other options: these own their options
         envelope = _usage_envelope(UsageError(f"ito-training {args.command} must be the first argument; it takes "
                                               f"its own options (see 'ito-training {args.command} --help').",
                                               argument="command"))

@@ -1,31 +1,78 @@
-"""The MCP door: adapts `TrainingService` to MCP tools, resources and instructions.
+"""The MCP door: adapts `TrainingService` to MCP tools, resources, prompts and instructions.
 
-Nothing here decides anything. Each tool receives the raw arguments (so gate 0 can refuse an
-unknown or mistyped argument with an envelope instead of the SDK echoing the value back),
-calls the core, and maps the envelope to `structuredContent` + one text block + `isError`.
+Nothing here decides anything. It is built on the SDK's low-level `Server` and its public
+request handlers, so the arguments a client sends reach the core untouched: gate 0 refuses an
+unknown or mistyped argument with an envelope, where the SDK's own validation would echo the
+value back. Each tool call maps the envelope to `structuredContent` + one text block + `isError`.
+
+Protocol errors are JSON-RPC errors with fixed messages that echo nothing: an unknown tool,
+prompt or resource, a prompt given arguments, or a list cursor this server never issued, are
+`-32602` (invalid params) in both protocol eras.
+
+Talking back to the client during a call (progress today; URL-mode elicitation next) goes
+through `ToolCall`, which carries the SDK's request context for that call. To offer a URL for a
+person to open: on the legacy era (2025-11-25, a live session) call
+`mcp.server.elicitation.elicit_url(session=call.context.session, ..., related_request_id=
+call.context.request_id)` when `call.supports_url_elicitation()`; on 2026-07-28 (no back-channel)
+return an `InputRequiredResult` from `_call_tool` and read the client's answer on the retry from
+`call.params.input_responses` / `call.params.request_state` (sealed by the `RequestStateBoundary`
+installed below, so the client cannot forge it).
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from pathlib import Path
-from typing import Annotated, Any
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ConfigDict
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    InputRequiredResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    Prompt,
+    PromptMessage,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    TextContent,
+    TextResourceContents,
+    Tool,
+    ToolAnnotations,
+)
 
 from . import __version__
 from .envelope import Envelope
 from .service import TrainingService
-from .tool_specs import ALL_TOOLS, ToolSpec
+from .skill_data import SKILL_FILE, SKILL_NAME, Skill, load_skill, skill_body, skill_file
+from .tool_specs import ALL_TOOLS, TOOLS_BY_NAME, ToolSpec
+
+__all__ = [
+    "INSTRUCTIONS", "MANIFEST_SCHEMA_URI", "SERVER_NAME", "SKILL_URI", "ToolCall", "build_server", "skill_body",
+    "skill_file", "to_call_tool_result",
+]
+
+log = logging.getLogger("ito_training_mcp.mcp")
 
 SERVER_NAME = "ito-training"
 MANIFEST_SCHEMA_URI = "ito-training://schemas/ito.training.manifest.v1"  # tests: ends with SCHEMA_VERSION
-SKILL_URI = "ito-training://skill/SKILL.md"
-SKILL_DIR = Path(__file__).resolve().parent.parent / "skill"
+SKILL_URI_PREFIX = "ito-training://skill/"
+SKILL_URI = SKILL_URI_PREFIX + SKILL_FILE
+PROMPT_NAME = SKILL_NAME
 
 INSTRUCTIONS = """\
 Itô training: check whether managed ML training is available on a completed Itô GPU booking and, \
@@ -37,14 +84,11 @@ Training is unavailable by default today: never substitute a local trainer, SSH,
 purchase. Never put credentials in arguments or chat. After an ambiguous submit, call training_status \
 with the same idempotency_key; never submit with a new key. Never override a failed eval gate."""
 
-
-class RawArguments(ArgModelBase):
-    """Accept any argument object and hand it to the core untouched; the core validates it."""
-
-    model_config = ConfigDict(extra="allow")
-
-    def model_dump_one_level(self) -> dict[str, Any]:
-        return {"arguments": dict(self.__pydantic_extra__ or {})}
+_UNKNOWN_TOOL = "Unknown tool: tools/list names every tool this server has."
+_UNKNOWN_PROMPT = "Unknown prompt: prompts/list names every prompt this server has."
+_UNKNOWN_RESOURCE = "Unknown resource: resources/list names every resource this server has."
+_PROMPT_TAKES_NO_ARGUMENTS = "The ito-training prompt takes no arguments."
+_NO_PAGES = "This server returns every item on one page and issues no cursors."
 
 
 def to_call_tool_result(envelope: Envelope) -> CallToolResult:
@@ -54,6 +98,26 @@ def to_call_tool_result(envelope: Envelope) -> CallToolResult:
         structured_content=wire,
         is_error=not envelope.ok,
     )
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One `tools/call` as the door sees it: the SDK's context for that request and its parameters."""
+
+    context: ServerRequestContext[Any, Any]
+    params: CallToolRequestParams
+
+    @property
+    def protocol_version(self) -> str:
+        return self.context.protocol_version
+
+    def supports_url_elicitation(self) -> bool:
+        capabilities = self.context.session.client_capabilities
+        return bool(capabilities and capabilities.elicitation and capabilities.elicitation.url is not None)
+
+    async def report_progress(self, value: float, total: float | None, message: str | None) -> None:
+        """A progress notification against the caller's token; nothing when it asked for none."""
+        await self.context.session.report_progress(value, total, message)
 
 
 def _annotations(spec: ToolSpec) -> ToolAnnotations:
@@ -67,101 +131,156 @@ def _annotations(spec: ToolSpec) -> ToolAnnotations:
     )
 
 
-def _runner(spec: ToolSpec, service: TrainingService) -> Any:
-    async def run(arguments: dict[str, Any], ctx: Context) -> Annotated[CallToolResult, Envelope]:
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            await ctx.report_progress(value, total, message)
+def _tool(spec: ToolSpec) -> Tool:
+    return Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema(),
+        output_schema=spec.output_schema(),
+        annotations=_annotations(spec),
+    )
 
-        envelope = await service.invoke(spec.name, arguments, progress=progress if spec.reports_progress else None)
+
+def _one_page(params: PaginatedRequestParams | None) -> None:
+    if params is not None and params.cursor is not None:
+        raise MCPError(code=INVALID_PARAMS, message=_NO_PAGES)
+
+
+@dataclass(frozen=True)
+class _Readable:
+    resource: Resource
+    read: Callable[[], str]
+
+
+def _manifest_schema_text() -> str:
+    from .manifest import manifest_json_schema  # lazy: the schema models load only when asked for
+
+    return json.dumps(manifest_json_schema(), indent=2, sort_keys=True)
+
+
+def _resources(skill: Skill) -> dict[str, _Readable]:
+    readable = {
+        MANIFEST_SCHEMA_URI: _Readable(
+            Resource(uri=MANIFEST_SCHEMA_URI, name="manifest-schema", title="JSON Schema of ito.training.manifest.v1",
+                     description="The schema digest_manifest validates manifests against.",
+                     mime_type="application/schema+json"),
+            _manifest_schema_text,
+        ),
+        SKILL_URI: _Readable(
+            Resource(uri=SKILL_URI, name="skill", title="The ito-training agent skill (SKILL.md)",
+                     description="When and how to use these tools, and what every error code obliges.",
+                     mime_type="text/markdown"),
+            functools.partial(skill.read, SKILL_FILE),
+        ),
+    }
+    for relative in skill.names()[1:]:
+        name = relative.rsplit("/", 1)[-1]
+        uri = SKILL_URI_PREFIX + relative
+        readable[uri] = _Readable(
+            Resource(uri=uri, name=f"skill-reference-{name.removesuffix('.md')}",
+                     title=f"ito-training skill reference: {name}", mime_type="text/markdown"),
+            functools.partial(skill.read, relative),
+        )
+    return readable
+
+
+def build_server(service: TrainingService | None = None) -> Server[Any]:
+    """The MCP server over one core. Pass a service to control its environment in tests.
+
+    Raises `SkillMissing` when the skill is not installed with the package: a server that
+    would silently serve no prompt and no skill resources does not start.
+    """
+    core = service or TrainingService()
+    skill = load_skill()
+    readable = _resources(skill)
+    prompt = Prompt(
+        name=PROMPT_NAME,
+        title="Use the ito-training skill",
+        description="The ito-training skill: the flow, the rules, and a decision table for every error code. "
+                    "Load it before using these tools.",
+    )
+    catalog: list[Tool] = []
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListToolsResult:
+        _one_page(params)
+        if not catalog:  # built on first use: the output schemas cost a little, start-up should not
+            catalog.extend(_tool(spec) for spec in ALL_TOOLS)
+        return ListToolsResult(tools=list(catalog))
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult:
+        spec = TOOLS_BY_NAME.get(params.name)
+        if spec is None:
+            log.info("tools/call refused: unknown tool")
+            raise MCPError(code=INVALID_PARAMS, message=_UNKNOWN_TOOL)
+        call = ToolCall(ctx, params)
+        envelope = await core.invoke(
+            spec.name, params.arguments or {}, progress=call.report_progress if spec.reports_progress else None
+        )
         return to_call_tool_result(envelope)
 
-    return run
+    async def list_prompts(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListPromptsResult:
+        _one_page(params)
+        return ListPromptsResult(prompts=[prompt])
 
+    async def get_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> GetPromptResult:
+        if params.name != PROMPT_NAME:
+            log.info("prompts/get refused: unknown prompt")
+            raise MCPError(code=INVALID_PARAMS, message=_UNKNOWN_PROMPT)
+        if params.arguments:
+            raise MCPError(code=INVALID_PARAMS, message=_PROMPT_TAKES_NO_ARGUMENTS)
+        text = skill_body(skill.read(SKILL_FILE))
+        return GetPromptResult(
+            description=prompt.description,
+            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
+        )
 
-def _tools(service: TrainingService) -> list[Tool]:
-    """One Tool per spec. The SDK derives the envelope's output schema once, from the first; the
-    others share that metadata (same raw-argument model, same output schema)."""
-    first, *rest = ALL_TOOLS
-    template = Tool.from_function(_runner(first, service), name=first.name)
-    template.fn_metadata.arg_model = RawArguments
-    return [
-        template.model_copy(update={
-            "fn": _runner(spec, service),
-            "name": spec.name,
-            "title": spec.title,
-            "description": spec.description,
-            "annotations": _annotations(spec),
-            "parameters": spec.input_schema(),
-        })
-        for spec in (first, *rest)
-    ]
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        _one_page(params)
+        return ListResourcesResult(resources=[entry.resource for entry in readable.values()])
 
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        _one_page(params)
+        return ListResourceTemplatesResult(resource_templates=[])
 
-def build_server(service: TrainingService | None = None) -> MCPServer:
-    """The MCP server over one core. Pass a service to control its environment in tests."""
-    service = service or TrainingService()
-    server: MCPServer = MCPServer(
-        name=SERVER_NAME,
-        title="Itô training",
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        entry = readable.get(params.uri)
+        if entry is None:
+            log.info("resources/read refused: unknown resource")
+            raise MCPError(code=INVALID_PARAMS, message=_UNKNOWN_RESOURCE)
+        return ReadResourceResult(
+            contents=[TextResourceContents(uri=params.uri, text=entry.read(), mime_type=entry.resource.mime_type)]
+        )
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        spec = TOOLS_BY_NAME.get(name)
+        return None if spec is None else spec.input_schema()
+
+    server: Server[Any] = Server(
+        SERVER_NAME,
         version=__version__,
+        title="Itô training",
         instructions=INSTRUCTIONS,
-        tools=_tools(service),
+        get_tool_input_schema=input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
     )
-
-    @server.resource(
-        MANIFEST_SCHEMA_URI,
-        name="manifest-schema",
-        title="JSON Schema of ito.training.manifest.v1",
-        description="The schema digest_manifest validates manifests against.",
-        mime_type="application/schema+json",
-    )
-    def manifest_schema() -> str:
-        from .manifest import manifest_json_schema  # lazy: the schema models load only when asked for
-
-        return json.dumps(manifest_json_schema(), indent=2, sort_keys=True)
-
-    _register_skill(server)
+    # Seals any requestState a tool hands the client (2026-07-28 multi-round-trip), so what comes
+    # back on the retry is what this process minted.
+    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME))
     return server
-
-
-def skill_file(relative: str = "SKILL.md") -> str:
-    """The skill as shipped in skill/: the one source for the prompt and the resources."""
-    return (SKILL_DIR / relative).read_text(encoding="utf-8")
-
-
-def skill_body(text: str) -> str:
-    """SKILL.md without its YAML frontmatter: what an agent should read as instructions."""
-    if text.startswith("---\n"):
-        end = text.find("\n---\n", 4)
-        if end != -1:
-            return text[end + 5:].lstrip("\n")
-    return text
-
-
-def _register_skill(server: MCPServer) -> None:
-    """SKILL.md and its references as resources, and the skill as a prompt, for clients that load
-    no SKILL.md. Read from skill/ on every request, so they can never drift from the file."""
-    if not (SKILL_DIR / "SKILL.md").is_file():  # pragma: no cover - a wheel install without the repo
-        return
-
-    @server.resource(SKILL_URI, name="skill", title="The ito-training agent skill (SKILL.md)",
-                     description="When and how to use these tools, and what every error code obliges.",
-                     mime_type="text/markdown")
-    def skill_resource() -> str:
-        return skill_file()
-
-    for reference in sorted((SKILL_DIR / "references").glob("*.md")):
-        _register_reference(server, reference.name)
-
-    @server.prompt(name="ito-training", title="Use the ito-training skill",
-                   description="The ito-training skill: the flow, the rules, and a decision table for every "
-                               "error code. Load it before using these tools.")
-    def skill_prompt() -> str:
-        return skill_body(skill_file())
-
-
-def _register_reference(server: MCPServer, name: str) -> None:
-    @server.resource(f"ito-training://skill/references/{name}", name=f"skill-reference-{name.removesuffix('.md')}",
-                     title=f"ito-training skill reference: {name}", mime_type="text/markdown")
-    def reference() -> str:
-        return skill_file(f"references/{name}")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,11 +46,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (0 < args.port < 65536):
             _parser().error("--port must be between 1 and 65535")
 
-    from .mcp_server import build_server
-
-    server = build_server()
+    line_limit = 0
     if args.transport == "stdio":
-        server.run()
+        from .stdio_bounded import max_line_bytes
+
+        try:
+            line_limit = max_line_bytes(os.environ)
+        except ValueError as exc:
+            print(f"ito-training-mcp: {exc}", file=sys.stderr)
+            return 2
+
+    from .mcp_server import build_server
+    from .skill_data import SkillMissing
+
+    try:
+        server = build_server()
+    except SkillMissing as exc:
+        print(f"ito-training-mcp: {exc}", file=sys.stderr)
+        return 1
+    import anyio
+
+    if args.transport == "stdio":
+        from .stdio_bounded import serve
+
+        anyio.run(serve, server, line_limit)
     else:
-        server.run("streamable-http", host=args.host, port=args.port)
+        anyio.run(_serve_http, server, args.host, args.port)
     return 0
+
+
+async def _serve_http(server: Server[Any], host: str, port: int) -> None:
+    """Streamable HTTP at /mcp, with the SDK's DNS-rebinding protection for loopback hosts.
+
+    uvicorn logs through the root logger configured by `logs.configure` (stderr, redacted).
+    """
+    import logging
+
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, log_level=level)
+    await uvicorn.Server(config).serve()

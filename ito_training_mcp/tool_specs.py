@@ -1,9 +1,11 @@
-"""What each tool is, for agents: name, description, honest hints, and the argument schema.
+"""What each tool is, for agents: name, description, honest hints, the argument schema and the result's.
 
-Pure metadata with no MCP import, so the MCP adapter, the CLI, the docs tests and the
-snapshot test all read the same text. The argument models exist to publish a precise input
-schema (`additionalProperties: false`, patterns shared with gate 0); the runtime checks live in
-`inputs.py` so that refusals are envelopes that never echo a value.
+Pure metadata with no MCP import, so the MCP door, the CLI, the docs tests and the snapshot test
+all read the same text. Adding a tool is one `ToolSpec` here (its `Arguments`, built from the
+gate-0 rules in `input_schemas.py`, and its typed `data` model from `output_schemas.py`) plus the
+core method of the same name; the door registers whatever `ALL_TOOLS` lists. The runtime checks
+live in `inputs.py`, so that refusals are envelopes that never echo a value; the published
+schemas accept exactly what those checks accept.
 """
 
 from __future__ import annotations
@@ -11,23 +13,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from .inputs import ID_PATTERN, KEY_PATTERN, MAX_LOG_LIMIT, MAX_WAIT_SECONDS
+from . import input_schemas as arg
+from .input_schemas import Arguments
+from .output_schemas import (
+    AvailabilityData,
+    CancelData,
+    CheckpointsData,
+    CleanupData,
+    DigestData,
+    LogsData,
+    MetricsData,
+    StatusData,
+    SubmissionData,
+    envelope_schema,
+)
 
 _BOOKING = "Id of a completed Itô booking, as the backend knows it. Never an RFQ, quote, node IP or SSH host."
 _MANIFEST = (
     "Absolute, normalised path of the reviewed manifest JSON file (ito.training.manifest.v1), owned by the "
-    "user, not writable by others, no symlinks anywhere on the path."
+    "user, not writable by others, no symlinks anywhere on the path (at most 4096 characters)."
 )
 _CONFIRMATION = (
-    "Opaque reference of the confirmation the user created out of band for exactly this digest. It is not a "
-    "credential and authorises nothing by itself; empty means the user has not confirmed yet (refused with "
-    "CONFIRMATION_REQUIRED)."
+    "Opaque reference the user gives you after confirming exactly this digest out of band at the Itô desk. It "
+    "is not a credential and authorises nothing by itself. Until the user gives you one, leave it out (or "
+    "empty): the call is then refused with CONFIRMATION_REQUIRED and its notice says what to do. Never invent one."
 )
-# An empty reference is a valid call that the server refuses with CONFIRMATION_REQUIRED, so the
-# published schema admits it: a client validating arguments must still reach that refusal.
-OPTIONAL_ID_PATTERN = r"^[A-Za-z0-9._:-]{0,128}$"
 _KEY = (
     "Stable idempotency key chosen once per intended run (16-255 chars of A-Z a-z 0-9 . _ : -). Reuse the "
     "same key, with the same manifest, for every retry; never mint a new key after an error."
@@ -35,55 +45,58 @@ _KEY = (
 _RUN = "Run id returned by submit_training or training_status."
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CheckArgs(_Args):
-    booking_id: str | None = Field(
-        default=None, pattern=ID_PATTERN, description=_BOOKING + " Optional: with it, eligibility is checked too."
+def _mutation_arguments(action: str) -> Arguments:
+    return Arguments(
+        properties={
+            "run_id": arg.identifier(_RUN),
+            "confirmation_ref": arg.confirmation_ref(
+                f"Reference of the confirmation the user created out of band for training.{action} of this run (not "
+                "the submit confirmation). Leave it out (or empty) until the user gives you one: the call is then "
+                "refused with CONFIRMATION_REQUIRED. Never invent one."
+            ),
+            "idempotency_key": arg.idempotency_key(_KEY.replace("run", "action")),
+        },
+        required=("run_id", "idempotency_key"),
     )
 
 
-class DigestArgs(_Args):
-    manifest_path: str = Field(description=_MANIFEST, max_length=4096)
-
-
-class SubmitArgs(_Args):
-    booking_id: str = Field(pattern=ID_PATTERN, description=_BOOKING)
-    manifest_path: str = Field(description=_MANIFEST, max_length=4096)
-    confirmation_ref: str = Field(pattern=OPTIONAL_ID_PATTERN, description=_CONFIRMATION)
-    idempotency_key: str = Field(pattern=KEY_PATTERN, description=_KEY)
-
-
-class StatusArgs(_Args):
-    run_id: str | None = Field(default=None, pattern=ID_PATTERN, description=_RUN + " Give this or idempotency_key.")
-    idempotency_key: str | None = Field(
-        default=None, pattern=KEY_PATTERN,
-        description="The idempotency key of a submit whose outcome is unknown. Give this or run_id.",
-    )
-    wait_seconds: int | None = Field(
-        default=None, ge=0, le=MAX_WAIT_SECONDS,
-        description="Poll until the run reaches a terminal state or this many seconds pass (0-600; default 0).",
-    )
-
-
-class RunArgs(_Args):
-    run_id: str = Field(pattern=ID_PATTERN, description=_RUN)
-
-
-class LogsArgs(RunArgs):
-    cursor: str | None = Field(default=None, max_length=512, description="next_cursor from the previous page.")
-    limit: int | None = Field(default=None, ge=1, le=MAX_LOG_LIMIT, description="Lines per page (1-1000; default 200).")
-
-
-class RunMutationArgs(RunArgs):
-    confirmation_ref: str = Field(
-        pattern=OPTIONAL_ID_PATTERN,
-        description="Reference of the confirmation the user created out of band for this action on this run; "
-                    "empty means the user has not confirmed yet (refused with CONFIRMATION_REQUIRED).",
-    )
-    idempotency_key: str = Field(pattern=KEY_PATTERN, description=_KEY.replace("run", "action"))
+CHECK_ARGS = Arguments(
+    properties={"booking_id": arg.identifier(_BOOKING + " Optional: with it, eligibility is checked too.",
+                                             optional=True)},
+)
+DIGEST_ARGS = Arguments(properties={"manifest_path": arg.manifest_path(_MANIFEST)}, required=("manifest_path",))
+SUBMIT_ARGS = Arguments(
+    properties={
+        "booking_id": arg.identifier(_BOOKING),
+        "manifest_path": arg.manifest_path(_MANIFEST),
+        "confirmation_ref": arg.confirmation_ref(_CONFIRMATION),
+        "idempotency_key": arg.idempotency_key(_KEY),
+    },
+    required=("booking_id", "manifest_path", "idempotency_key"),
+)
+STATUS_ARGS = Arguments(
+    properties={
+        "run_id": arg.identifier(_RUN + " Give exactly one of run_id or idempotency_key.", optional=True),
+        "idempotency_key": arg.idempotency_key(
+            "The idempotency key of a submit whose outcome is unknown. Give exactly one of run_id or "
+            "idempotency_key.", optional=True,
+        ),
+        "wait_seconds": arg.wait_seconds(
+            "Poll until the run reaches a terminal state or this many seconds pass (0-600; default 0). One call "
+            "waits at most the server's ITO_TRAINING_MAX_WAIT_S; call again to keep following."
+        ),
+    },
+    exactly_one_of=("run_id", "idempotency_key"),
+)
+RUN_ARGS = Arguments(properties={"run_id": arg.identifier(_RUN)}, required=("run_id",))
+LOGS_ARGS = Arguments(
+    properties={
+        "run_id": arg.identifier(_RUN),
+        "cursor": arg.cursor("next_cursor from the previous page; leave it out to start from the first line."),
+        "limit": arg.log_limit("Lines per page (1-1000; default 200)."),
+    },
+    required=("run_id",),
+)
 
 
 @dataclass(frozen=True)
@@ -99,18 +112,20 @@ class ToolSpec:
     name: str
     title: str
     description: str
-    arguments: type[_Args]
+    arguments: Arguments
+    data: Any  # the typed model of `data` on success (a TypedDict, or a union of them)
     hints: Hints
     reports_progress: bool = False
 
     @property
     def argument_names(self) -> frozenset[str]:
-        return frozenset(self.arguments.model_fields)
+        return self.arguments.names
 
     def input_schema(self) -> dict[str, Any]:
-        schema = self.arguments.model_json_schema()
-        schema["title"] = f"{self.name}Arguments"
-        return schema
+        return self.arguments.schema(f"{self.name}Arguments")
+
+    def output_schema(self) -> dict[str, Any]:
+        return envelope_schema(self.name, self.data)
 
 
 _REFUSAL = (
@@ -132,7 +147,8 @@ CHECK = ToolSpec(
         "capability is missing and return control; never substitute a local trainer, SSH, a browser flow or "
         "a purchase." + _REFUSAL + _NEVER
     ),
-    arguments=CheckArgs,
+    arguments=CHECK_ARGS,
+    data=AvailabilityData,
     hints=Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
 )
 
@@ -146,7 +162,8 @@ DIGEST = ToolSpec(
         "before asking the user to confirm: show them data.review_text and data.sha256; they confirm that "
         "digest out of band. Local only: it never contacts the backend and creates nothing." + _REFUSAL
     ),
-    arguments=DigestArgs,
+    arguments=DIGEST_ARGS,
+    data=DigestData,
     hints=Hints(read_only=True, destructive=False, idempotent=True, open_world=False),
 )
 
@@ -162,7 +179,8 @@ SUBMIT = ToolSpec(
         "idempotency_key; never submit with a new key after an error. Every gate is enforced by the server "
         "and the backend." + _REFUSAL + _NEVER
     ),
-    arguments=SubmitArgs,
+    arguments=SUBMIT_ARGS,
+    data=SubmissionData,
     hints=Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
 )
 
@@ -179,7 +197,8 @@ STATUS = ToolSpec(
         "Read-only. A failed gate is final: report it, never work around it. CREDENTIAL_REVOKED stops the wait at "
         "once; never start a login." + _REFUSAL
     ),
-    arguments=StatusArgs,
+    arguments=STATUS_ARGS,
+    data=StatusData,
     hints=_READ,
     reports_progress=True,
 )
@@ -192,7 +211,8 @@ LOGS = ToolSpec(
         "appears exactly once across pages. Lines that look like they hold a credential are redacted. Read-only."
         + _REFUSAL
     ),
-    arguments=LogsArgs,
+    arguments=LOGS_ARGS,
+    data=LogsData,
     hints=_READ,
 )
 
@@ -203,7 +223,8 @@ METRICS = ToolSpec(
         "A run's current metrics as the backend reports them: goodput, interruption rate, checkpoint bandwidth, "
         "step, loss and cost to date (decimal USD). Read-only." + _REFUSAL
     ),
-    arguments=RunArgs,
+    arguments=RUN_ARGS,
+    data=MetricsData,
     hints=_READ,
 )
 
@@ -211,7 +232,8 @@ CHECKPOINTS = ToolSpec(
     name="list_checkpoints",
     title="List training checkpoints",
     description="A run's checkpoints (id, step, time, size, storage URI). Read-only." + _REFUSAL,
-    arguments=RunArgs,
+    arguments=RUN_ARGS,
+    data=CheckpointsData,
     hints=_READ,
 )
 
@@ -224,7 +246,8 @@ CANCEL = ToolSpec(
         "same key returns the same result. A finished run is RUN_NOT_CANCELLABLE. Never touches the booking."
         + _REFUSAL + _NEVER
     ),
-    arguments=RunMutationArgs,
+    arguments=_mutation_arguments("cancel"),
+    data=CancelData,
     hints=Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
 )
 
@@ -237,10 +260,12 @@ CLEANUP = ToolSpec(
         "releases or modifies the booking: that is a separate economic action this product does not take."
         + _REFUSAL + _NEVER
     ),
-    arguments=RunMutationArgs,
+    arguments=_mutation_arguments("cleanup"),
+    data=CleanupData,
     hints=Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
 )
 
 CORE_TOOLS: tuple[ToolSpec, ...] = (CHECK, DIGEST, SUBMIT)
 LIFECYCLE_TOOLS: tuple[ToolSpec, ...] = (STATUS, LOGS, METRICS, CHECKPOINTS, CANCEL, CLEANUP)
 ALL_TOOLS: tuple[ToolSpec, ...] = CORE_TOOLS + LIFECYCLE_TOOLS
+TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in ALL_TOOLS}

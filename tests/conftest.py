@@ -15,6 +15,8 @@ from mcp import Client
 from ito_training_mcp.mcp_server import build_server
 from ito_training_mcp.service import TrainingService
 
+pytest_plugins = ["tests.envelope_schema_guard"]  # every envelope a test produces matches its tool's outputSchema
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_MANIFEST = REPO / "examples" / "manifest.json"
 

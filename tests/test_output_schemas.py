@@ -1,0 +1,135 @@
+"""Each tool's outputSchema types its `data` and holds every envelope the tool really returns.
+
+Every tool is driven through success and through a refusal against the reference backend, over a
+real MCP client in both protocol eras; each envelope is validated against the schema the client
+read from tools/list. The schemas are exact, so they also refuse what the contract forbids.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections import Counter
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from ito_training_mcp.tool_specs import ALL_TOOLS
+
+from .conftest import ClientFactory, World
+
+
+def _key(label: str) -> str:
+    return f"{label}-{uuid.uuid4().hex}"
+
+
+async def test_every_tool_succeeds_and_refuses_within_its_output_schema(
+    connect: ClientFactory, world: World, manifest_path: str
+) -> None:
+    seen: Counter[tuple[str, bool]] = Counter()
+    shapes: set[str] = set()
+    async with connect(service=world.service()) as client:
+        validators = {t.name: Draft202012Validator(t.output_schema) for t in (await client.list_tools()).tools}
+
+        async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            result = await client.call_tool(tool, arguments)
+            envelope = result.structured_content
+            assert isinstance(envelope, dict)
+            errors = [e.message for e in validators[tool].iter_errors(envelope)]
+            assert not errors, (tool, errors, json.dumps(envelope)[:2000])
+            seen[(tool, bool(envelope["ok"]))] += 1
+            return envelope
+
+        # check: without a booking, with one, and refused for an unknown one
+        assert (await call("check_training_availability", {}))["data"]["booking"] is None
+        eligible = await call("check_training_availability", {"booking_id": world.booking})
+        assert "account_id" in eligible["data"] and eligible["data"]["booking"]["eligible"] is True
+        await call("check_training_availability", {"booking_id": "bk_nobody"})
+
+        digest = await call("digest_manifest", {"manifest_path": manifest_path})
+        await call("digest_manifest", {"manifest_path": "relative.json"})
+        sha256 = digest["data"]["sha256"]
+
+        key = _key("schemas")
+        submit = {"booking_id": world.booking, "manifest_path": manifest_path, "idempotency_key": key}
+        assert (await call("submit_training", submit))["error"]["code"] == "CONFIRMATION_REQUIRED"
+        created = await call("submit_training", {**submit, "confirmation_ref": world.confirm(sha256)})
+        run_id = created["data"]["run_id"]
+        assert (await call("submit_training", {**submit, "confirmation_ref": "cf_other"}))["data"]["created"] is False
+
+        world.op.advance(run_id)
+        world.op.advance(run_id)  # a stage gate with evals
+        status = await call("training_status", {"run_id": run_id, "wait_seconds": 0})
+        shapes.add("found" if status["data"]["found"] else "missing")
+        missing = await call("training_status", {"idempotency_key": _key("never-used")})
+        shapes.add("found" if missing["data"]["found"] else "missing")
+        await call("training_status", {"run_id": "run_nobody"})
+
+        await call("training_logs", {"run_id": run_id, "limit": 1})
+        await call("training_logs", {"run_id": run_id, "cursor": "c d"})
+        await call("training_metrics", {"run_id": run_id})
+        await call("training_metrics", {"run_id": "run_nobody"})
+        await call("list_checkpoints", {"run_id": run_id})
+        await call("list_checkpoints", {"run_id": "run_nobody"})
+
+        def confirm(action: str) -> str:
+            return str(world.op.confirmation(world.account, action, world.booking, "0.00", run_id=run_id)["ref"])
+
+        cancel = {"run_id": run_id, "idempotency_key": _key("cancel")}
+        await call("cancel_training", cancel)
+        assert (await call("cancel_training", {**cancel, "confirmation_ref": confirm("training.cancel")}))["ok"]
+        cleanup = {"run_id": run_id, "idempotency_key": _key("cleanup")}
+        await call("cleanup_training", {**cleanup, "run_id": "run_nobody", "confirmation_ref": "cf_x"})
+        assert (await call("cleanup_training", {**cleanup, "confirmation_ref": confirm("training.cleanup")}))["ok"]
+
+    assert shapes == {"found", "missing"}
+    for spec in ALL_TOOLS:
+        assert seen[(spec.name, True)] and seen[(spec.name, False)], (spec.name, seen)
+
+
+def _validator(tool: str) -> Draft202012Validator:
+    spec = next(s for s in ALL_TOOLS if s.name == tool)
+    return Draft202012Validator(spec.output_schema())
+
+
+REFUSAL = {"ok": False, "live_api_contacted": False, "notice": "Stop.",
+           "error": {"code": "INVALID_INPUT", "message": "m", "retryable": False, "gate": "input", "details": None}}
+RESULT = {"ok": True, "live_api_contacted": True, "notice": "Read-only.",
+          "data": {"run_id": "run_1", "checkpoints": [
+              {"checkpoint_id": "ck_1", "step": 10, "created_at": "2026-11-29T20:00:00Z", "size_bytes": 1, "uri": "s3://b/k"},
+          ]}}
+
+
+@pytest.mark.parametrize(("change", "valid"), [
+    (lambda e: e, True),
+    (lambda e: {**e, "data": e["data"] | {"extra": 1}}, False),         # our own output is exact
+    (lambda e: {k: v for k, v in e.items() if k != "data"}, False),     # ok: true needs data
+    (lambda e: {**e, "error": REFUSAL["error"]}, False),                # ... and no error
+    (lambda e: {**e, "ok": False}, False),                              # ok: false needs error, no data
+    (lambda e: {**e, "notice": None}, False),
+    (lambda e: {**e, "data": {**e["data"], "checkpoints": [{}]}}, False),
+])
+def test_the_envelope_schema_refuses_what_the_contract_forbids(change: Any, valid: bool) -> None:
+    envelope = change(copy.deepcopy(RESULT))
+    assert _validator("list_checkpoints").is_valid(envelope) is valid
+
+
+@pytest.mark.parametrize(("change", "valid"), [
+    (lambda e: e, True),
+    (lambda e: {**e, "data": RESULT["data"]}, False),
+    (lambda e: {**e, "error": {**e["error"], "code": "NOT_A_CODE"}}, False),
+    (lambda e: {**e, "error": {**e["error"], "gate": None}}, True),
+    (lambda e: {**e, "error": {**e["error"], "details": {"argument": "run_id"}}}, True),
+])
+def test_refusals_are_typed_too(change: Any, valid: bool) -> None:
+    assert _validator("list_checkpoints").is_valid(change(copy.deepcopy(REFUSAL))) is valid
+
+
+def test_backend_relayed_evals_stay_open_and_everything_else_is_closed() -> None:
+    schema = next(s for s in ALL_TOOLS if s.name == "training_status").output_schema()
+    found = schema["properties"]["data"]["anyOf"][0]
+    gate = found["properties"]["stages"]["items"]["properties"]["gate"]
+    assert gate["properties"]["evals"]["additionalProperties"] is True
+    assert found["additionalProperties"] is False and gate["additionalProperties"] is False
