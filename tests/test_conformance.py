@@ -347,32 +347,17 @@ def test_an_unknown_version_is_answered_with_one_the_server_speaks(mcp_url: str)
 
 
 NO_CURSOR_ISSUED = "eyJwYWdlIjogOTl9"  # well-formed base64, but this server never issued a cursor
-UNKNOWN_PROMPT = pytest.mark.xfail(strict=True, reason=(
-    "prompts/get with an unknown name answers error code 0 (the SDK's generic error) instead of -32602; "
-    "fix: raise the invalid-params error for an unknown prompt name"))
-UNKNOWN_TOOL = pytest.mark.xfail(strict=True, reason=(
-    "tools/call with an unknown name answers a result with isError instead of the -32602 protocol error "
-    "that the specification lists for unknown tools; fix: raise invalid params before any tool runs"))
-INVALID_CURSOR = pytest.mark.xfail(strict=True, reason=(
-    "list requests ignore a cursor the server never issued and return page one; the specification says an "
-    "invalid cursor SHOULD get -32602; fix: refuse any cursor in the list handlers, the server issues none"))
-
-
 @pytest.mark.parametrize(("method", "params", "code"), [
     pytest.param("no/such_method", {}, -32601, id="unknown-method"),
     pytest.param("tools/call", {"arguments": {}}, -32602, id="tools-call-without-name"),
     pytest.param("resources/read", {}, -32602, id="resources-read-without-uri"),
     pytest.param("prompts/get", {}, -32602, id="prompts-get-without-name"),
     pytest.param("resources/read", {"uri": "ito-training://no/such/resource"}, -32602, id="unknown-resource"),
-    pytest.param("prompts/get", {"name": "no-such-prompt"}, -32602, id="unknown-prompt", marks=UNKNOWN_PROMPT),
-    pytest.param("tools/call", {"name": "no_such_tool", "arguments": {}}, -32602, id="unknown-tool",
-                 marks=UNKNOWN_TOOL),
-    pytest.param("tools/list", {"cursor": NO_CURSOR_ISSUED}, -32602, id="tools-list-invalid-cursor",
-                 marks=INVALID_CURSOR),
-    pytest.param("prompts/list", {"cursor": NO_CURSOR_ISSUED}, -32602, id="prompts-list-invalid-cursor",
-                 marks=INVALID_CURSOR),
-    pytest.param("resources/list", {"cursor": NO_CURSOR_ISSUED}, -32602, id="resources-list-invalid-cursor",
-                 marks=INVALID_CURSOR),
+    pytest.param("prompts/get", {"name": "no-such-prompt"}, -32602, id="unknown-prompt"),
+    pytest.param("tools/call", {"name": "no_such_tool", "arguments": {}}, -32602, id="unknown-tool"),
+    pytest.param("tools/list", {"cursor": NO_CURSOR_ISSUED}, -32602, id="tools-list-invalid-cursor"),
+    pytest.param("prompts/list", {"cursor": NO_CURSOR_ISSUED}, -32602, id="prompts-list-invalid-cursor"),
+    pytest.param("resources/list", {"cursor": NO_CURSOR_ISSUED}, -32602, id="resources-list-invalid-cursor"),
 ])
 def test_protocol_errors_carry_the_json_rpc_code(mcp_url: str, method: str, params: dict[str, Any], code: int) -> None:
     with RawSession(mcp_url, "2025-11-25") as session:
