@@ -298,7 +298,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         raise ManifestRefusal(
             ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {exc.reason}.", check="json"
         ) from None
-    findings = secret_scan.scan(document)
+    findings = secret_scan.scan(document, source=content)
     if findings:
         raise ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,
