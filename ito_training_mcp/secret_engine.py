@@ -44,6 +44,9 @@ class Engine(Protocol):
     def key_name_match(self, data: Any, pos: int = 0) -> tuple[int, int] | None:
         """The first key name naming a credential at or after `pos` (`data` holds key names only)."""
 
+    def invisible(self, data: Any, pos: int) -> tuple[int, int] | None:
+        """The first invisible character (see secret_rules.INVISIBLE_RANGES) at or after `pos`."""
+
 
 def _anchor_pattern(anchor: str, fold: bool) -> str:
     return f"(?i:{re.escape(anchor)})" if fold else re.escape(anchor)
@@ -82,6 +85,7 @@ class Re2Engine:
                          for rule in RULES]
         self._forbidden_before = [frozenset(secret_rules.boundary_chars(rule.boundary).encode()) for rule in RULES]
         self._key_name = re2.compile(secret_rules.for_re2(secret_rules.KEY_NAME), options)
+        self._invisible = re2.compile(secret_rules.invisible_class(re2=True), options)
 
     def prepare(self, text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
@@ -101,6 +105,10 @@ class Re2Engine:
         match = self._key_name.search(data, pos)
         return None if match is None else (int(match.start()), int(match.end()))
 
+    def invisible(self, data: bytes, pos: int) -> tuple[int, int] | None:
+        match = self._invisible.search(data, pos)
+        return None if match is None else (int(match.start()), int(match.end()))
+
 
 class PythonEngine:
     name = "python"
@@ -114,6 +122,7 @@ class PythonEngine:
                          for rule in RULES]
         self._forbidden_before = [frozenset(secret_rules.boundary_chars(rule.boundary)) for rule in RULES]
         self._key_name = re.compile(secret_rules.for_python(secret_rules.KEY_NAME))
+        self._invisible = re.compile(secret_rules.invisible_class(re2=False))
 
     def prepare(self, text: str) -> str:
         return text
@@ -131,6 +140,10 @@ class PythonEngine:
 
     def key_name_match(self, data: str, pos: int = 0) -> tuple[int, int] | None:
         match = self._key_name.search(data, pos)
+        return None if match is None else (match.start(), match.end())
+
+    def invisible(self, data: str, pos: int) -> tuple[int, int] | None:
+        match = self._invisible.search(data, pos)
         return None if match is None else (match.start(), match.end())
 
 

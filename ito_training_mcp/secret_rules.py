@@ -363,6 +363,28 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# ---------------------------------------------------------------------------- invisible characters
+
+# Removed before matching: NUL, the format characters (Unicode category Cf: soft hyphen, zero-width
+# space and joiners, word joiner, BOM, bidi controls, tag characters ...; a test keeps this a superset
+# of Cf) and invisible characters of other categories (combining grapheme joiner, Hangul fillers as
+# NFKC leaves them, Khmer inherent vowels, Mongolian and other variation selectors).
+INVISIBLE_RANGES: tuple[tuple[int, int], ...] = (
+    (0x00, 0x00), (0xAD, 0xAD), (0x34F, 0x34F), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F),
+    (0x890, 0x891), (0x8E2, 0x8E2), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F),
+    (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001), (0xE0020, 0xE007F), (0xE0100, 0xE01EF),
+)
+
+
+def invisible_class(re2: bool) -> str:
+    def char(code: int) -> str:
+        return f"\\x{{{code:x}}}" if re2 else f"\\U{code:08x}"
+
+    return "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in INVISIBLE_RANGES) + "]"
+
+
 # ---------------------------------------------------------------------------- key names
 
 _LETTERS = "A-Za-z0-9\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff"  # Latin, Greek and Cyrillic letters, digits

@@ -35,22 +35,12 @@ MAX_FINDINGS = 20
 _POINTER_MAX = 200
 _MAX_SEGMENTS = 64
 _KEY_NAME = "credential_key_name"
+# A string with more distinct invisible characters than this is reported rather than cleaned: no
+# legitimate text needs so many (a few flags of subdivisions use about ten), and each costs a pass.
+_MAX_INVISIBLE_KINDS = 12
+HIDDEN = "hidden_characters"
+_CONTAINERS = (dict, list)
 
-# Format characters (Unicode category Cf, e.g. U+200B-U+200D, U+00AD, U+2060, U+FEFF, bidi controls,
-# tag characters), which render as nothing, and NUL. A test keeps this list a superset of Cf.
-_FORMAT_RANGES = (
-    (0x00, 0x00), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891),
-    (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
-    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F),
-    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
-)
-_FORMAT_CHARS = tuple(chr(c) for low, high in _FORMAT_RANGES for c in range(low, high + 1))
-# Invisible characters that are not Cf (so `str.isprintable` does not reveal them): the combining
-# grapheme joiner, Hangul fillers (after NFKC), Khmer inherent vowels, Mongolian variation
-# selectors, variation selectors.
-_INVISIBLE_PRINTABLE = tuple(
-    chr(c) for c in (0x34F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, *range(0xFE00, 0xFE10))
-)
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -75,25 +65,44 @@ def escape_pointer_token(token: str) -> str:
 _escape = escape_pointer_token  # the name manifest.py has used
 
 
-def normalize(text: str) -> str:
-    """NFKC, then without format characters and other invisible ones: what a reader would see."""
+def normalize(text: str) -> str | None:
+    """NFKC, then without format characters (Cf) and other invisible ones: what a reader would see.
+
+    None when the text holds more kinds of invisible character than any legitimate text needs.
+    """
     if text.isascii():
         return text.replace("\x00", "") if "\x00" in text else text
+    engine = default_engine()
     text = unicodedata.normalize("NFKC", text)
-    before = len(text)
-    if not text.isprintable():
-        for char in _FORMAT_CHARS:
-            if char in text:
-                text = text.replace(char, "")
-    for char in _INVISIBLE_PRINTABLE:
-        if char in text:
-            text = text.replace(char, "")
-    if len(text) != before:  # removing a character can bring two composable ones together
-        text = unicodedata.normalize("NFKC", text)
-    return text
+    data = engine.prepare(text)
+    found = engine.invisible(data, 0)
+    if found is None:
+        return text
+    removed: set[Any] = set()
+    while found is not None:
+        # Look ahead over the next occurrences first: text stuffed with many different invisible
+        # characters is reported without paying one pass per character.
+        ahead: list[Any] = []
+        at: tuple[int, int] | None = found
+        while at is not None and len(ahead) < 64:
+            ahead.append(data[at[0]:at[1]])
+            at = engine.invisible(data, at[1])
+        fresh = set(ahead) - removed
+        removed |= fresh
+        if len(removed) > _MAX_INVISIBLE_KINDS:
+            return None
+        for char in fresh:
+            data = data.replace(char, data[:0])  # every occurrence of that character
+        found = engine.invisible(data, found[0])  # nothing before it was invisible
+    text = data.decode("utf-8", "surrogatepass") if isinstance(data, bytes) else data
+    return unicodedata.normalize("NFKC", text)  # removing one can bring two composable characters together
 
 
-def _kinds(engine: Engine, data: Any) -> set[str]:
+def _kinds(engine: Engine, data: Any, memo: dict[Any, set[str]] | None = None) -> set[str]:
+    if memo is not None:
+        if data not in memo:
+            memo[data] = _kinds(engine, data)
+        return memo[data]
     kinds: set[str] = set()
     for index in sorted(engine.anchored_rules(data)):
         kind = RULES[index].kind
@@ -105,19 +114,21 @@ def _kinds(engine: Engine, data: Any) -> set[str]:
 def value_kinds(text: str) -> list[str]:
     """The kinds of credential found in one string (empty when none). Linear in its length."""
     engine = default_engine()
-    return sorted(_kinds(engine, engine.prepare(normalize(text))))
+    clean = normalize(text)
+    return [HIDDEN] if clean is None else sorted(_kinds(engine, engine.prepare(clean)))
 
 
 def credential_key_name(key: str) -> bool:
     """password, apiKey, PRIVATE_KEY, client-secrets, hf_token, Passwort... but not max_tokens,
     tokenizer, token_budget or secretary."""
     engine = default_engine()
-    return engine.key_name_match(engine.prepare(normalize(key))) is not None
+    clean = normalize(key)
+    return clean is not None and engine.key_name_match(engine.prepare(clean)) is not None
 
 
-def _key_kinds(engine: Engine, data: Any) -> set[str]:
+def _key_kinds(engine: Engine, data: Any, memo: dict[Any, set[str]] | None = None) -> set[str]:
     """A key holding a token shape reports that; a key that merely names a credential, the name."""
-    kinds = _kinds(engine, data)
+    kinds = set(_kinds(engine, data, memo))
     if not kinds and engine.key_name_match(data) is not None:
         kinds.add(_KEY_NAME)
     return kinds
@@ -130,15 +141,27 @@ def _separator(data: Any, char: str) -> Any:
     return char.encode() if isinstance(data, bytes) else char
 
 
-def _locate(engine: Engine, texts: list[str], keys: bool) -> dict[int, set[str]]:
-    """The kinds found in each of `texts` (normalised, NUL-free), for the strings that have any.
+def _joined(texts: list[str], found: dict[int, set[str]]) -> str:
+    """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out."""
+    joined = "\x00".join(texts)
+    if joined.isascii() and joined.count("\x00") == len(texts) - 1:
+        return joined  # the common case, settled in two passes over the bytes
+    cleaned = [normalize(text) for text in texts]
+    for index, text in enumerate(cleaned):
+        if text is None:
+            found[index] = {HIDDEN}
+    return "\x00".join(text or "" for text in cleaned)
+
+
+def _locate(engine: Engine, texts: list[str], keys: bool, memo: dict[Any, set[str]]) -> dict[int, set[str]]:
+    """The kinds found in each of `texts`, for the strings that have any.
 
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
-    data = engine.prepare("\x00".join(texts))
+    found: dict[int, set[str]] = {}
+    data = engine.prepare(_joined(texts, found))
     sep = _separator(data, "\x00")
     check = _key_kinds if keys else _kinds
-    found: dict[int, set[str]] = {}
     pos = index = counted = checked = 0
     while len(found) < MAX_FINDINGS:
         at = engine.next_anchor(data, pos)
@@ -152,9 +175,9 @@ def _locate(engine: Engine, texts: list[str], keys: bool) -> dict[int, set[str]]
         start = data.rfind(sep, 0, at) + 1
         end = data.find(sep, at)
         end = len(data) if end < 0 else end
-        kinds = check(engine, data[start:end])
+        kinds = check(engine, data[start:end], memo)
         if kinds:
-            found[index] = kinds
+            found[index] = set(kinds)
         pos = counted = end + 1
         index += 1
     return found
@@ -193,7 +216,7 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
             at_index += 1
 
 
-def _raw_text_is_clean(engine: Engine, text: str) -> bool:
+def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> bool:
     """True when the JSON text (ASCII, no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -211,7 +234,7 @@ def _raw_text_is_clean(engine: Engine, text: str) -> bool:
         end = data.find(quote, at)
         end = len(data) if end < 0 else end
         segment = data[start:end]
-        if _kinds(engine, segment):
+        if _kinds(engine, segment, memo):
             return False
         is_key = data[end + 1:end + 65].lstrip()[:1] == colon
         if is_key and engine.key_name_match(segment) is not None:
@@ -223,26 +246,61 @@ def _raw_text_is_clean(engine: Engine, text: str) -> bool:
 # ---------------------------------------------------------------------------- documents
 
 
-def _walk(document: Any, mask: dict[str, bool] | None) -> Iterator[tuple[str, str | None, Any]]:
-    """Yield (pointer, key, value) for every member and element, iteratively, in one fixed order.
-
-    With `mask` (key -> shown as `*`), pointers are built; without, they are empty strings.
-    """
-    masked = mask or {}
-    build = mask is not None
-    stack: list[tuple[str, Any]] = [("", document)]
+def _collect(document: Any) -> tuple[list[str], list[str]]:
+    """Every distinct key, and every string value in the order `_pointers` visits them."""
+    keys: dict[str, None] = {}
+    values: list[str] = [document] if type(document) is str else []
+    stack = [document] if type(document) in _CONTAINERS else []
     while stack:
-        pointer, node = stack.pop()
-        if isinstance(node, dict):
-            for key, child in node.items():
-                child_pointer = f"{pointer}/{'*' if masked[key] else escape_pointer_token(key)}" if build else ""
-                yield child_pointer, key, child
-                stack.append((child_pointer, child))
-        elif isinstance(node, list):
-            for index, child in enumerate(node):
-                child_pointer = f"{pointer}/{index}" if build else ""
-                yield child_pointer, None, child
-                stack.append((child_pointer, child))
+        node = stack.pop()
+        if type(node) is dict:
+            keys.update(dict.fromkeys(node))
+            children: Any = node.values()
+        else:
+            children = node
+        values += [child for child in children if type(child) is str]
+        stack += [child for child in children if type(child) in _CONTAINERS]
+    return list(keys), values
+
+
+def _pointers(document: Any, key_kinds: dict[str, list[str]], value_kinds_at: dict[int, set[str]],
+              mask: dict[str, bool]) -> Iterator[Finding]:
+    """The findings in document order (containers depth-first, last pushed first, as `_collect`).
+
+    A pointer is built for a finding and for each container on the way, not for every member:
+    a container whose keys and strings hold nothing costs a few C-level list operations.
+    """
+    if type(document) is str:
+        yield from (Finding("", kind) for kind in sorted(value_kinds_at.get(0, ())))
+    index = int(type(document) is str)
+    pending = sorted(value_kinds_at, reverse=True)
+    stack: list[tuple[Any, str]] = [(document, "")] if type(document) in _CONTAINERS else []
+    while stack:
+        node, pointer = stack.pop()
+        names: list[Any] = list(node) if type(node) is dict else list(range(len(node)))
+        children = list(node.values()) if type(node) is dict else node
+        strings = [i for i, child in enumerate(children) if type(child) is str]
+        events: list[tuple[int, int, list[str]]] = []  # (position, 0 key / 1 value, kinds)
+        if key_kinds and type(node) is dict and not key_kinds.keys().isdisjoint(node):
+            events += [(i, 0, key_kinds[name]) for i, name in enumerate(names) if name in key_kinds]
+        while pending and pending[-1] < index + len(strings):
+            at = pending.pop()
+            events.append((strings[at - index], 1, sorted(value_kinds_at[at])))
+        for position, is_value, kinds in sorted(events):
+            child_pointer = f"{pointer}/{_token(names[position], mask)}"
+            yield from (Finding(child_pointer, kind, in_key=not is_value) for kind in kinds)
+        index += len(strings)
+        stack += [(child, f"{pointer}/{_token(names[i], mask)}") for i, child in enumerate(children)
+                  if type(child) in _CONTAINERS]
+
+
+def _token(name: str | int, mask: dict[str, bool]) -> str:
+    if isinstance(name, int):
+        return str(name)
+    masked = mask.get(name)
+    if masked is None:
+        masked = not _PLAIN_KEY.fullmatch(name)
+    return "*" if masked else escape_pointer_token(name)
 
 
 def scan(document: Any, *, source: bytes | str | None = None) -> list[Finding]:
@@ -252,42 +310,27 @@ def scan(document: Any, *, source: bytes | str | None = None) -> list[Finding]:
     escapes, a document with nothing to report is settled on that text alone.
     """
     engine = default_engine()
+    memo: dict[Any, set[str]] = {}  # what a string holds, once per scan
     if source is not None:
         try:
             text = source if isinstance(source, str) else source.decode("utf-8")
         except UnicodeDecodeError:
             text = "\\"
-        if text.isascii() and "\\" not in text and _raw_text_is_clean(engine, text):
+        if text.isascii() and "\\" not in text and _raw_text_is_clean(engine, text, memo):
             return []
 
-    root_is_text = isinstance(document, str)
-    values: list[str] = [document] if root_is_text else []
-    keys: dict[str, int] = {}
-    for _, key, value in _walk(document, None):
-        if key is not None and key not in keys:
-            keys[key] = len(keys)
-        if isinstance(value, str):
-            values.append(value)
-    key_list = list(keys)
-    key_found = _locate(engine, [normalize(k) for k in key_list], keys=True)
-    key_kinds = {key_list[i]: sorted(kinds) for i, kinds in key_found.items()}
-    value_found = _locate(engine, [normalize(v) for v in values], keys=False)
+    keys, values = _collect(document)
+    key_found = _locate(engine, keys, True, memo)
+    key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
+    value_found = _locate(engine, values, False, memo)
     if not key_kinds and not value_found:
         return []
-
-    # Pointers only now: a key that holds a token shape, or is not a plain identifier, is masked.
-    mask = {key: not _PLAIN_KEY.fullmatch(key) or any(k != _KEY_NAME for k in key_kinds.get(key, ())) for key in keys}
+    # A key that holds a token shape, or is not a plain identifier, shows as `*`.
+    mask = {key: not _PLAIN_KEY.fullmatch(key) or any(k != _KEY_NAME for k in kinds) for key, kinds in key_kinds.items()}
     findings: list[Finding] = []
-    if root_is_text:
-        findings.extend(Finding("", kind) for kind in sorted(value_found.get(0, ())))
-    value_index = int(root_is_text)
-    for pointer, key, value in _walk(document, mask):
+    for finding in _pointers(document, key_kinds, value_found, mask):
+        findings.append(finding)
         if len(findings) >= MAX_FINDINGS:
             break
-        if key is not None:
-            findings.extend(Finding(pointer, kind, in_key=True) for kind in key_kinds.get(key, ()))
-        if isinstance(value, str):
-            findings.extend(Finding(pointer, kind) for kind in sorted(value_found.get(value_index, ())))
-            value_index += 1
     findings.sort(key=lambda f: f.pointer)
     return [Finding(f.pointer[:_POINTER_MAX], f.kind, f.in_key) for f in findings[:MAX_FINDINGS]]
