@@ -326,7 +326,8 @@ def scan(document: Any, *, source: bytes | str | None = None) -> list[Finding]:
     if not key_kinds and not value_found:
         return []
     # A key that holds a token shape, or is not a plain identifier, shows as `*`.
-    mask = {key: not _PLAIN_KEY.fullmatch(key) or any(k != _KEY_NAME for k in kinds) for key, kinds in key_kinds.items()}
+    mask = {key: not _PLAIN_KEY.fullmatch(key) or any(k != _KEY_NAME for k in kinds)
+            for key, kinds in key_kinds.items()}
     findings: list[Finding] = []
     for finding in _pointers(document, key_kinds, value_found, mask):
         findings.append(finding)
