@@ -212,9 +212,14 @@ def hostile_inputs() -> dict[str, bytes]:
              "hf_", "SK", "dapi", "authorization: ", "LS0tLS1CRUdJTi", "0Q~", ":AA", "x"]
     for unit in units:
         docs[f"one string: {unit!r} repeated"] = {"description": _fill(unit, budget)}
-    from ito_training_mcp.secret_rules import KEY_NAME_STEMS, RULES
+    try:
+        from ito_training_mcp.secret_rules import KEY_NAME_STEMS, RULES
 
-    anchors = sorted({a for rule in RULES for a in rule.anchors} | set(KEY_NAME_STEMS))
+        anchors = sorted({a for rule in RULES for a in rule.anchors} | set(KEY_NAME_STEMS))
+    except ImportError:  # an older scanner (to measure "before"): its trigger words
+        anchors = ["PRIVATE KEY", "AKIA", "ASIA", "gh", "github_pat_", "hf_", "sk-", "xox", "hooks.slack.com",
+                   "_live_", "_test_", "AIza", "eyJ", "bearer", "://", "accountkey", "password", "secret", "apikey",
+                   "api_key", "access_token", "auth_token", "basic"]
     docs["one string: every anchor, mixed"] = {"description": _fill(" ".join(anchors) + " ", budget - 4096)}
     alphabet = string.ascii_letters + string.digits + "-_"
     docs["one string: random base64url"] = {"description": "".join(rng.choice(alphabet) for _ in range(budget))}

@@ -140,7 +140,7 @@ UNSPACED_CREDENTIAL_WORDS: tuple[str, ...] = (
 # cheaply, over a whole JSON text, whether any key could name a credential).
 KEY_NAME_STEMS: tuple[str, ...] = (
     "pass", "pwd", "secret", "token", "credential", "authoriz", "cookie", "key", "header", "url", "kennw",
-    "contrase", "senha", "segredo", "schlüssel", "парол", "секрет", "токен",
+    "contrase", "senha", "segredo", "schlüssel", "clave", "chave", "парол", "секрет", "токен",
     *UNSPACED_CREDENTIAL_WORDS,
 )
 

@@ -236,7 +236,8 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> 
         segment = data[start:end]
         if _kinds(engine, segment, memo):
             return False
-        is_key = data[end + 1:end + 65].lstrip()[:1] == colon
+        after = data[end + 1:end + 65]
+        is_key = after.lstrip()[:1] == colon or (len(after) == 64 and not after.strip())  # long whitespace: assume
         if is_key and engine.key_name_match(segment) is not None:
             return False
         pos = end + 1

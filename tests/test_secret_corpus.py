@@ -139,12 +139,27 @@ def test_every_example_file_passes(path: Path) -> None:
     ["password", "db_password", "DB_PASSWORD", "dbPassword", "apiKey", "APIKey", "api-keys", "hf_token", "HF_TOKEN",
      "accessToken", "client_secret", "clientSecrets", "private_key", "Set-Cookie", "Authorization", "credentials",
      "passphrase", "Passwort", "kennwort", "mot_de_passe", "contraseña", "senha", "пароль", "数据库密码",
-     "パスワード", "secret", "secretAccessKey", "x-api-key"],
+     "パスワード", "secret", "secretAccessKey", "x-api-key", "clave_api", "chave-api", "api_schlüssel"],
 )
 def test_credential_key_names_in_many_forms_and_languages(key: str) -> None:
     assert secret_scan.credential_key_name(key)
     assert secret_scan.Finding(f"/{key}" if re.fullmatch(r"[A-Za-z0-9_.-]+", key) else "/*", "credential_key_name",
                                in_key=True) in secret_scan.scan({key: "x"})
+
+
+def test_every_credential_word_and_pair_contains_a_key_stem() -> None:
+    """Keys are only looked at where a stem occurs; a credential name without one would never be seen."""
+    names = [*secret_rules.CREDENTIAL_WORDS, *(f"{a}_{b}" for a, b in secret_rules.CREDENTIAL_PAIRS),
+             *secret_rules.UNSPACED_CREDENTIAL_WORDS]
+    for name in names:
+        assert any(stem.lower() in name.lower() for stem in secret_rules.KEY_NAME_STEMS), name
+        assert secret_scan.credential_key_name(name), name
+
+
+def test_a_key_followed_by_much_whitespace_is_still_a_key() -> None:
+    text = '{"password"' + " " * 100 + ': "x"}'
+    assert secret_scan.scan(json.loads(text), source=text) == [
+        secret_scan.Finding("/password", "credential_key_name", in_key=True)]
 
 
 # ---------------------------------------------------------------------------- the two engines, the table, the docs
