@@ -13,6 +13,7 @@ same way (see secret_rules.py).
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from functools import cache
 from typing import Any, Protocol
@@ -38,6 +39,12 @@ class Engine(Protocol):
     def next_anchor(self, data: Any, pos: int) -> int:
         """Where the next anchor of any rule or key name starts at or after `pos` (-1: none)."""
 
+    def next_ascii_anchor(self, data: Any, pos: int) -> int:
+        """The same for ASCII `data`: a position inside the first anchor that ends at or after `pos`.
+
+        Anchors never contain NUL or `"`, so that anchor lies in the first string holding one.
+        """
+
     def rule_match(self, index: int, data: Any, pos: int = 0) -> tuple[int, int] | None:
         """The first match of rule `index` at or after `pos` that passes its boundary check."""
 
@@ -46,6 +53,43 @@ class Engine(Protocol):
 
     def invisible(self, data: Any, pos: int) -> tuple[int, int] | None:
         """The first invisible character (see secret_rules.INVISIBLE_RANGES) at or after `pos`."""
+
+
+def _ascii_anchors() -> list[tuple[str, bool]]:
+    anchors = {(a, rule.fold) for rule in RULES for a in rule.anchors}
+    anchors |= {(stem, True) for stem in secret_rules.KEY_NAME_STEMS}
+    return sorted(a for a in anchors if a[0].isascii())
+
+
+class _LiteralScanner:
+    """Hyperscan (a SIMD multi-literal matcher), when installed, for the anchor pass over ASCII JSON
+    text: about four times faster than RE2's DFA there. One scratch space per thread."""
+
+    def __init__(self, hyperscan: Any) -> None:
+        anchors = _ascii_anchors()
+        self._hs = hyperscan
+        self._db = hyperscan.Database()
+        self._db.compile(expressions=[re.escape(a).encode() for a, _ in anchors], ids=list(range(len(anchors))),
+                         elements=len(anchors),
+                         flags=[hyperscan.HS_FLAG_CASELESS if fold else 0 for _, fold in anchors])
+        self._lengths = [len(a) for a, _ in anchors]
+        self._local = threading.local()
+
+    def first(self, data: bytes, pos: int) -> int:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = self._hs.Scratch(self._db)
+        found: list[int] = []
+
+        def on_match(anchor: int, _start: int, end: int, _flags: int, _context: object) -> bool:
+            found.append(end - self._lengths[anchor])
+            return True  # stop: matches come in order of their end
+
+        try:
+            self._db.scan(data[pos:] if pos else data, match_event_handler=on_match, scratch=scratch)
+        except self._hs.ScanTerminated:
+            pass
+        return pos + found[0] if found else -1
 
 
 def _anchor_pattern(anchor: str, fold: bool) -> str:
@@ -70,7 +114,8 @@ def _bounded(rule: Rule) -> str:
 class Re2Engine:
     name = "re2"
 
-    def __init__(self, re2: Any) -> None:
+    def __init__(self, re2: Any, literals: _LiteralScanner | None = None) -> None:
+        self._literals = literals
         options = re2.Options()
         options.max_mem = 32 << 20
         options.never_capture = True
@@ -97,6 +142,9 @@ class Re2Engine:
     def next_anchor(self, data: bytes, pos: int) -> int:
         match = self._any_anchor.search(data, pos)
         return -1 if match is None else int(match.start())
+
+    def next_ascii_anchor(self, data: bytes, pos: int) -> int:
+        return self.next_anchor(data, pos) if self._literals is None else self._literals.first(data, pos)
 
     def rule_match(self, index: int, data: bytes, pos: int = 0) -> tuple[int, int] | None:
         return _first_bounded(self._rules[index], self._bounded[index], self._forbidden_before[index], data, pos)
@@ -135,6 +183,9 @@ class PythonEngine:
         match = self._any_anchor.search(data, pos)
         return -1 if match is None else match.start()
 
+    def next_ascii_anchor(self, data: str, pos: int) -> int:
+        return self.next_anchor(data, pos)
+
     def rule_match(self, index: int, data: str, pos: int = 0) -> tuple[int, int] | None:
         return _first_bounded(self._rules[index], self._bounded[index], self._forbidden_before[index], data, pos)
 
@@ -169,11 +220,28 @@ def _first_bounded(pattern: Any, bounded: Any, forbidden: frozenset[Any], data: 
 
 @cache
 def default_engine() -> Engine:
-    """RE2 when it is installed (it is a dependency on every platform with a wheel), else Python."""
+    """RE2 when it is installed (it is a dependency on every platform with a wheel), else Python;
+    Hyperscan for the ASCII anchor pass when it is installed too."""
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
     except ImportError:  # pragma: no cover - exercised where no wheel exists
         return PythonEngine()
+    return Re2Engine(re2, _literal_scanner())
+
+
+def _literal_scanner() -> _LiteralScanner | None:
+    try:
+        import hyperscan
+    except ImportError:  # pragma: no cover - exercised where no wheel exists
+        return None
+    return _LiteralScanner(hyperscan)
+
+
+@cache
+def re2_only_engine() -> Engine:
+    """RE2 without Hyperscan (for tests that compare the two anchor passes)."""
+    import re2
+
     return Re2Engine(re2)
 
 

@@ -227,7 +227,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> 
     colon = _separator(data, ":")
     pos = 0
     for _ in range(_MAX_SEGMENTS):
-        at = engine.next_anchor(data, pos)
+        at = engine.next_ascii_anchor(data, pos)
         if at < 0:
             return True
         start = data.rfind(quote, 0, at) + 1
@@ -241,7 +241,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> 
         if is_key and engine.key_name_match(segment) is not None:
             return False
         pos = end + 1
-    return engine.next_anchor(data, pos) < 0
+    return engine.next_ascii_anchor(data, pos) < 0
 
 
 # ---------------------------------------------------------------------------- documents

@@ -21,6 +21,7 @@ from .secret_corpus import BENIGN_KEYS, BENIGN_VALUES, EVASIONS, SECRETS, Exampl
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINES = [secret_engine.default_engine(), secret_engine.python_engine()]
+ANCHOR_PASSES = [secret_engine.default_engine(), secret_engine.re2_only_engine(), secret_engine.python_engine()]
 
 
 def _ids(examples: list[Example]) -> list[str]:
@@ -177,6 +178,21 @@ def test_both_engines_agree_on_legitimate_text() -> None:
         clean = secret_scan.normalize(text)
         assert clean is not None
         assert [engine.key_name_match(engine.prepare(clean)) is None for engine in ENGINES].count(True) in (0, 2)
+
+
+@pytest.mark.parametrize("example", SECRETS, ids=_ids(SECRETS))
+def test_every_anchor_pass_finds_the_string_holding_a_credential(example: Example) -> None:
+    """Hyperscan (when installed), RE2 and Python find the first anchor in the same string."""
+    text = json.dumps({"a": ["plain text", "more plain text"], "b": example.text})
+    if "\\" in text:  # escapes: the scan walks the document instead
+        return
+    positions = []
+    for engine in ANCHOR_PASSES:
+        data = engine.prepare(text)
+        at = engine.next_ascii_anchor(data, 0)
+        assert at >= 0
+        positions.append(text.rfind('"', 0, at))
+    assert len(set(positions)) == 1
 
 
 def test_patterns_use_only_syntax_both_engines_read_alike() -> None:
