@@ -12,6 +12,7 @@ same way (see secret_rules.py).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Sequence
@@ -85,10 +86,8 @@ class _LiteralScanner:
             found.append(end - self._lengths[anchor])
             return True  # stop: matches come in order of their end
 
-        try:
+        with contextlib.suppress(self._hs.ScanTerminated):
             self._db.scan(data[pos:] if pos else data, match_event_handler=on_match, scratch=scratch)
-        except self._hs.ScanTerminated:
-            pass
         return pos + found[0] if found else -1
 
 
