@@ -144,15 +144,28 @@ KEY_NAME_STEMS: tuple[str, ...] = (
     *UNSPACED_CREDENTIAL_WORDS,
 )
 
-# Credential words as they appear in running text before `:` or `=`. A word may carry a suffix after
-# a separator ("password_file", "secret-key") but not after a letter, so "passwordless: yes" and
-# "secretary: Jo" are not assignments.
-_ASSIGNABLE = _alt(
-    "pass(?:word|wd|phrase)", "secret", "api[ _.-]?key", "apikey", "access[_.-]?key", "private[_.-]?key",
-    "access[_.-]?token", "auth[_.-]?token", "refresh[_.-]?token", "id[_.-]?token", "client[_.-]?secret",
-    "credentials?", "passwort", "kennwort", "mot[ _-]de[ _-]passe", "contrase(?:ñ|n)a", "senha",
-    "palavra[ _-]passe", "пароль", "секрет", "токен", "密码", "密碼", "口令", "密钥", "密鑰", "令牌",
-    "パスワード", "暗証番号", "トークン", "秘密鍵", "비밀번호", "토큰", flags="i",
+# Credential words as they appear in running text before `:` or `=`, one rule per group so that each
+# pattern starts with its own literal (and only the groups whose anchor occurs are searched). A word
+# may carry a suffix after a separator ("password_file", "secret-key") but not after a letter, so
+# "passwordless: yes" and "secretary: Jo" are not assignments.
+_ASSIGNABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("pass(?:word|wd|phrase|wort)", ("pass",)),
+    ("secret", ("secret",)),
+    ("api[ _.-]?key", ("api",)),
+    ("access[_.-]?(?:key|token)", ("access",)),
+    ("private[_.-]?key", ("private",)),
+    ("auth[_.-]?token", ("auth",)),
+    ("(?:refresh|id)[_.-]?token", ("token",)),
+    ("client[_.-]?secret", ("client",)),
+    ("credentials?", ("credential",)),
+    ("kennwort", ("kennwort",)),
+    ("mot[ _-]de[ _-]passe", ("mot",)),
+    ("contrase(?:ñ|n)a", ("contrase",)),
+    ("senha", ("senha",)),
+    ("palavra[ _-]passe", ("palavra",)),
+    ("(?:пароль|секрет|токен)", ("пароль", "секрет", "токен")),
+    ("(?:密码|密碼|口令|密钥|密鑰|令牌|パスワード|暗証番号|トークン|秘密鍵|비밀번호|토큰)",
+     ("密码", "密碼", "口令", "密钥", "密鑰", "令牌", "パスワード", "暗証番号", "トークン", "秘密鍵", "비밀번호", "토큰")),
 )
 _SUFFIX = "(?:s|(?:[_.-][A-Za-z0-9_.-]{0,LONG}))?"
 _ASSIGN = "[ \\t]{0,8}(?:[:=]|=>|:=)[ \\t]{0,8}[\"'`]?"
@@ -165,12 +178,6 @@ _LABELS = ("mailto", "sip", "sips", "tel", "xmpp", "im", "acct", "email", "e-mai
 # ---------------------------------------------------------------------------- the formats
 
 _R = _rule
-_ASSIGNABLE_ANCHORS = (
-    "pass", "secret", "api", "access", "private", "auth", "token", "client", "credential", "kennwort",
-    "mot", "contrase", "senha", "palavra", "пароль", "секрет", "токен", "密码", "密碼", "口令", "密钥", "密鑰",
-    "令牌", "パスワード", "暗証番号", "トークン", "秘密鍵", "비밀번호", "토큰",
-)
-
 RULES: tuple[Rule, ...] = (
     # Keys and key files
     _R("private_key", "-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY", "PEM private keys of any type (RSA, EC, DSA, "
@@ -353,10 +360,10 @@ RULES: tuple[Rule, ...] = (
        + "(?:[=&#;]|[ \\t\"\\x00]|$)",
        "a URL whose query carries a signature or a credential (S3 and GCS pre-signed URLs, Azure SAS, CloudFront, "
        "`?token=`, `?api_key=`, `?password=` ...)", "?", "&", ";"),
-    _R("credential_assignment", _ASSIGNABLE + _SUFFIX + "[\"']?" + _ASSIGN + _VALUE + "{6}",
-       "a credential name assigned a value in text (`password=...`, `api_key: ...`, `client_secret = ...`, "
-       "`Passwort:`, `mot de passe :`, `contraseña=`, `senha:`, `пароль:`, `密码：`, `パスワード=`)",
-       *_ASSIGNABLE_ANCHORS, fold=True),
+    *(_R("credential_assignment", f"(?i:{words})" + _SUFFIX + "[\"']?" + _ASSIGN + _VALUE + "{6}",
+         "a credential name assigned a value in text (`password=...`, `api_key: ...`, `client_secret = ...`, "
+         "`Passwort:`, `Kennwort=`, `mot de passe :`, `contraseña=`, `senha:`, `palavra-passe:`, `пароль:`, "
+         "`密码：`, `パスワード=`)", *anchors, fold=True) for words, anchors in _ASSIGNABLE),
     _R("credential_assignment", "(?i:token|pwd)" + _ASSIGN + _VALUE + "{8}",
        "`token: ...` and `pwd=...` (the bare words, so `max_tokens: 4096` is not one)", "token", "pwd", fold=True,
        boundary="A-Za-z"),
