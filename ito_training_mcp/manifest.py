@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -29,6 +30,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from . import secret_scan, strict_json
 from .config import ManifestSettings
@@ -82,11 +84,34 @@ def _iso_date(value: object) -> str:
 
 
 IsoDate = Annotated[str, BeforeValidator(_iso_date), WithJsonSchema({"type": "string", "format": "date"})]
+# _URI_PATTERN, checked without a regex scan of every character on the common (ASCII) path: data
+# references are long paths, and the pattern constraint was most of the schema's cost. The same
+# test, the same error type and message; `\s` is Unicode White_Space, as in the published pattern.
+_URI_FORBIDDEN_ASCII = b"\t\n\x0b\x0c\r ?#@"
+_URI_UNICODE = re.compile("(?:s3|gs|az|hf|https|ito)://[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a"
+                          "\u2028\u2029\u202f\u205f\u3000?#@]+")
+
+
+def _uri(value: str) -> str:
+    if value.isascii():
+        scheme, separator, rest = value.partition("://")
+        raw = value.encode()
+        ok = (bool(separator) and scheme in _URI_SCHEMES and bool(rest)
+              and len(raw.translate(None, _URI_FORBIDDEN_ASCII)) == len(raw))
+    else:
+        ok = _URI_UNICODE.fullmatch(value) is not None
+    if not ok:
+        raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
+                                  {"pattern": _URI_PATTERN})
+    return value
+
+
 Uri = Annotated[
     str,
-    Field(min_length=6, max_length=2048, pattern=_URI_PATTERN,
+    Field(min_length=6, max_length=2048, json_schema_extra={"pattern": _URI_PATTERN},
           description=f"A stable location: scheme one of {', '.join(_URI_SCHEMES)}; no credentials, "
                       "query string or fragment."),
+    AfterValidator(_uri),
 ]
 Label = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -298,7 +323,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         raise ManifestRefusal(
             ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {exc.reason}.", check="json"
         ) from None
-    findings = secret_scan.scan(document)
+    findings = secret_scan.scan(document, source=content)
     if findings:
         raise ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,
@@ -318,7 +343,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         problems = _schema_problems(exc)
         raise ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,
-            f"The manifest does not match {SCHEMA_VERSION} ({len(exc.errors())} problem(s); see details.problems).",
+            f"The manifest does not match {SCHEMA_VERSION} ({exc.error_count()} problem(s); see details.problems).",
             check="schema",
             details={"problems": problems},
         ) from None
