@@ -3,17 +3,16 @@
 Envelopes, progress messages, stderr log lines, audit lines and CLI output all use these
 functions; nothing writes a string out any other way. For each string, in this order:
 
-1. **Hidden credentials.** A string that holds a known credential (or a provider token shape)
-   once its invisible characters are removed is replaced whole, so a zero-width space inside an
-   echoed token cannot smuggle the token out in two visible halves.
+1. **Redaction.** Every credential this process resolved (registered with `redact`) and provider
+   token shapes become `<redacted>`. A string that still holds one once its invisible characters
+   are removed is replaced whole: a zero-width space inside an echoed token cannot smuggle the
+   token out in two visible halves.
 2. **Escaping.** Every character Python does not call printable -- C0 and C1 controls, DEL,
    bidi controls and marks, zero-width and other format characters, line and paragraph separators,
    surrogates, private-use and unassigned code points, spaces other than U+0020 -- is written as
    `⟨U+XXXX⟩` (the same convention the desk uses). No terminal can interpret what it cannot see.
    Newline and tab survive only in texts that are multi-line by design (the review text and the
    manifest's description), never CR, ESC or anything else.
-3. **Redaction.** Every credential this process resolved (registered with `redact`) and provider
-   token shapes become `<redacted>`.
 
 Relayed backend text -- everything in an envelope's `data` and `error.details` except the review a
 local digest produced -- additionally passes the full manifest scanner (`secret_scan.value_kinds`)
@@ -70,18 +69,20 @@ def escape(text: str, *, multiline: bool = False) -> str:
     )
 
 
-def _strip_unprintable(text: str) -> str:
-    return "".join(ch for ch in text if ch.isprintable())
+def _strip_unprintable(text: str, keep: str) -> str:
+    return "".join(ch for ch in text if ch.isprintable() or ch in keep)
 
 
 def clean_text(text: str, *, multiline: bool = False, redactor: Redactor | None = None) -> str:
-    """The egress of one string: hidden credentials replaced, unprintables escaped, secrets redacted."""
+    """The egress of one string: secrets redacted, a credential hidden behind invisible characters
+    replaced whole, unprintable characters escaped."""
     redactor = redactor or Redactor()
-    if not _printable(text, multiline):
-        if redactor.holds_secret(_strip_unprintable(text)):
-            return HIDDEN_CREDENTIAL_NOTE
-        text = escape(text, multiline=multiline)
-    return redactor.redact(text)
+    text = redactor.redact(text)
+    if _printable(text, multiline):
+        return text
+    if redactor.holds_secret(_strip_unprintable(text, "\n\t" if multiline else "")):
+        return HIDDEN_CREDENTIAL_NOTE
+    return escape(text, multiline=multiline)
 
 
 def clean_line(text: str) -> str:
@@ -130,7 +131,7 @@ class _Walk:
             relayed = False
         if isinstance(value, str):
             return self.string(value, path, relayed)
-        if isinstance(value, list):
+        if isinstance(value, list | tuple):
             return [self.value(item, path, relayed) for item in value]
         if isinstance(value, dict):
             out: dict[str, Any] = {}
@@ -145,12 +146,23 @@ class _Walk:
 
 
 def clean_envelope(envelope: Envelope) -> Envelope:
-    """Every string and key of an envelope through the egress; the same object when nothing changed."""
+    """Every string and key of an envelope through the egress; the same object when nothing changed.
+
+    The walk reads the model's fields directly (not its JSON form), so even text that could not be
+    encoded -- a lone surrogate -- is escaped rather than failing the call."""
     walk = _Walk()
-    wire = walk.value(envelope.to_dict(), (), False)
+    fields: dict[str, Any] = {"ok": envelope.ok, "live_api_contacted": envelope.live_api_contacted,
+                              "notice": walk.value(envelope.notice, ("notice",), False)}
+    if envelope.data is not None:
+        fields["data"] = walk.value(envelope.data, ("data",), False)
+    if envelope.error is not None:
+        error = envelope.error
+        fields["error"] = {"code": error.code, "retryable": error.retryable, "gate": error.gate,
+                           "message": walk.value(error.message, ("error", "message"), False),
+                           "details": walk.value(error.details, ("error", "details"), False)}
     if not walk.changed:
         return envelope
-    return Envelope.model_validate(wire)
+    return Envelope.model_validate(fields)
 
 
 def clean_progress(progress: Progress) -> Progress:

@@ -333,7 +333,7 @@ def _character_problems(document: Any) -> list[dict[str, Any]]:
             for key, child in reversed(node.items()):
                 found = character_class(key)
                 if found:
-                    problems.append({"pointer": safe_pointer((*path, key)), "problem": found, "in_key": True})
+                    problems.append({"pointer": safe_pointer((*path, key)), "problem": found})
                 stack.append(((*path, key), child))
         elif isinstance(node, list):
             stack.extend(((*path, index), child) for index, child in reversed(list(enumerate(node))))

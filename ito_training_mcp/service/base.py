@@ -99,6 +99,18 @@ class ServiceBase:
         # credential in flight at a time; concurrent calls share its answer (never beyond that flight).
         self._capabilities_flights: SingleFlight[Capabilities] = SingleFlight()
         self._identity_flights: SingleFlight[str] = SingleFlight()
+        self._configured_key()
+
+    def _configured_key(self) -> tuple[str, ...]:
+        """`ITO_API_KEY` as the environment already holds it in memory (no file is read, nothing is
+        resolved): known to the egress from the start, so that a log line or an echo that holds it is
+        redacted even before any call resolved the credential, and to gate 0, which refuses it as an
+        argument."""
+        key = credentials.api_key_in_memory(self.env)
+        if key is None:
+            return ()
+        redact.register_secret(key)
+        return (key,)
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -118,8 +130,7 @@ class ServiceBase:
                 await audit.check()
         except Refusal as r:
             return clean_envelope(r.envelope(live_api_contacted=False))
-        in_memory = credentials.api_key_in_memory(self.env)
-        guard = inputs.CredentialGuard((*redact.known_secrets(), *([in_memory] if in_memory else [])))
+        guard = inputs.CredentialGuard((*redact.known_secrets(), *self._configured_key()))
         try:
             with inputs.guarding(guard):
                 envelope = clean_envelope(await self._outcome(call, body))
