@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ito_training_mcp import egress, logs
 from ito_training_mcp.credentials import Credential
-from ito_training_mcp.envelope import Envelope, ErrorCode, Gate, refusal, success
+from ito_training_mcp.envelope import ErrorCode, Gate, refusal, success
 
 from .conftest import CANARY_AWS, CANARY_GITHUB, CANARY_TOKEN
 

@@ -294,3 +294,83 @@ def test_property_any_backend_string_leaves_clean(target: str, tool: str, fuzz_m
             assert all(ch.isprintable() for ch in text), [f"U+{ord(c):04X}" for c in text if not c.isprintable()]
 
     check()
+
+
+# ---------------------------------------------------------------------- every relayed field, by name
+
+RELAYED_FIELDS: list[tuple[str, str, str]] = [  # (endpoint, tool, dotted path in the backend's answer)
+    ("capabilities", "check", "training.operations.7"),
+    ("eligibility", "check", "gpu_topology.gpu"),
+    ("eligibility", "check", "region"),
+    ("eligibility", "check", "fabric"),
+    ("run", "status", "stages.0.name"),
+    ("run", "status", "stages.0.state"),
+    ("run", "status", "stages.0.gate.evals.note"),
+    ("run", "status", "stages.0.gate.evals.<key>"),
+    ("create", "submit", "stages.0.name"),
+    ("cancel", "cancel", "stages.1.gate.evals.note"),
+    ("logs", "logs", "lines.0.message"),
+    ("logs", "logs", "lines.0.stage"),
+    ("checkpoints", "checkpoints", "checkpoints.0.uri"),
+    ("cleanup", "cleanup", "cleaned.1"),
+]
+
+
+def _put(doc: Any, dotted: str, value: str) -> None:
+    *parents, last = dotted.split(".")
+    node = doc
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    if last == "<key>":
+        node[value] = "0.9"
+    elif isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+@pytest.mark.parametrize("secret", [PEM[:120], DATABASE_URL, "aws_secret_access_key=" + "wJalrXUtnFEMI" * 3],
+                         ids=["pem", "database-url", "credential-assignment"])
+@pytest.mark.parametrize(("target", "tool", "dotted"), RELAYED_FIELDS, ids=[f"{t}:{d}" for t, _, d in RELAYED_FIELDS])
+async def test_every_relayed_field_passes_the_full_scanner(
+    target: str, tool: str, dotted: str, secret: str, fuzz_manifest: str
+) -> None:
+    """Not only token shapes: whatever the manifest scanner would refuse is not relayed either."""
+    import copy
+
+    from . import test_fuzz_backend_responses as fz
+
+    status, body = fz.VALID[target](fz.REF_OF_TOOL.get(tool, ""))
+    body = copy.deepcopy(body)
+    if target == "capabilities":
+        body["training"]["operations"] = [*body["training"]["operations"], "extra"]
+    if target in ("run", "create", "cancel"):
+        body["stages"][0]["gate"]["evals"]["note"] = "fine"
+        body["stages"][1]["gate"]["evals"]["note"] = "fine"
+    _put(body, dotted, secret if "name" not in dotted and "stage" not in dotted else secret[:120])
+    envelope = await fz.TOOLS[tool](fz.make_service(fz.FakeBackend(target, fz._json_reply(body, status))), fuzz_manifest)
+    assert envelope.ok, envelope.to_json()
+    wire = envelope.to_json()
+    assert "PRIVATE KEY" not in wire and "Winter2026db" not in wire and "wJalrXUtnFEMI" not in wire
+    assert "<redacted: looked like a credential" in wire
+
+
+async def test_a_cached_capabilities_answer_still_passes_the_egress(fuzz_manifest: str) -> None:
+    """The second call is answered from the cache (nothing contacted), and is cleaned all the same."""
+    from . import test_fuzz_backend_responses as fz
+
+    status, body = fz.VALID["capabilities"]("")
+    body = {**body, "training": {"available": True,
+                                 "operations": [*REQUIRED_OPERATIONS, "pl\u202ean", DATABASE_URL, "x\x1b[2J"]}}
+    fake = fz.FakeBackend("capabilities", fz._json_reply(body, status))
+    service = TrainingService({**fz.ENV, "ITO_TRAINING_CAPABILITIES_TTL_S": "60"},
+                              transport=fz.TracingMockTransport(fake), clock=lambda: fz.NOW)
+    first = await service.check_training_availability()
+    second = await service.check_training_availability()
+    assert first.live_api_contacted is True and second.live_api_contacted is False
+    assert fake.seen == ["capabilities"]
+    for envelope in (first, second):
+        assert envelope.ok and envelope.data is not None
+        wire = envelope.to_json()
+        assert "\u202e" not in wire and "\x1b" not in wire and "Winter2026db" not in wire
+        assert "pl⟨U+202E⟩an" in envelope.data["operations"]

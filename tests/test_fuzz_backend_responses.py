@@ -40,10 +40,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ito_training_mcp import backend_client
-from ito_training_mcp.service import base as service_module
 from ito_training_mcp.backend_models import REQUIRED_OPERATIONS
 from ito_training_mcp.envelope import CONTRACT_CODES, Envelope, ErrorCode
 from ito_training_mcp.service import TrainingService
+from ito_training_mcp.service import base as service_module
 
 from .conftest import EXAMPLE_MANIFEST
 
