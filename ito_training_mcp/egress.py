@@ -23,8 +23,9 @@ database URL with its password; this server does not forward it.
 from __future__ import annotations
 
 import functools
+import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from .envelope import Envelope
@@ -36,8 +37,9 @@ HIDDEN_CREDENTIAL_NOTE = "<redacted: held a credential behind invisible characte
 _KEPT_IN_MULTILINE = re.compile(r"([\n\t])")
 # Envelope fields that are multi-line by design; everything else is one line.
 MULTILINE_FIELDS = frozenset({("data", "review_text"), ("data", "review", "description")})
-# Envelope fields built locally from a manifest that already passed the scanner at gate 2. They
-# are not relayed backend text; scanning a composed text again could only produce false alarms.
+# Envelope fields built locally from a manifest that already passed the scanner and the character
+# rule at gate 2. They are not relayed backend text (scanning a composed text again could only
+# produce false alarms), and hold no token shape; the configured credential and escaping still apply.
 LOCALLY_SCANNED = frozenset({("data", "review"), ("data", "review_text")})
 _RELAYED_ROOTS = frozenset({("data",), ("error", "details")})
 
@@ -54,7 +56,7 @@ def _escape_all(text: str) -> str:
 def _printable(text: str, multiline: bool) -> bool:
     if text.isprintable():  # C speed: the common case costs one pass
         return True
-    return multiline and all(part.isprintable() for part in _KEPT_IN_MULTILINE.split(text) if part not in "\n\t")
+    return multiline and text.replace("\n", "").replace("\t", "").isprintable()
 
 
 def escape(text: str, *, multiline: bool = False) -> str:
@@ -73,14 +75,18 @@ def _strip_unprintable(text: str, keep: str) -> str:
     return "".join(ch for ch in text if ch.isprintable() or ch in keep)
 
 
-def clean_text(text: str, *, multiline: bool = False, redactor: Redactor | None = None) -> str:
+def clean_text(
+    text: str, *, multiline: bool = False, redactor: Redactor | None = None, shapes: bool = True
+) -> str:
     """The egress of one string: secrets redacted, a credential hidden behind invisible characters
-    replaced whole, unprintable characters escaped."""
+    replaced whole, unprintable characters escaped. `shapes=False` skips the token-shape patterns
+    for text that already passed the full scanner (never the configured credential, never escaping)."""
     redactor = redactor or Redactor()
-    text = redactor.redact(text)
+    text = redactor.redact(text, shapes=shapes)
     if _printable(text, multiline):
         return text
-    if redactor.holds_secret(_strip_unprintable(text, "\n\t" if multiline else "")):
+    visible = _strip_unprintable(text, "\n\t" if multiline else "")
+    if redactor.holds_secret(visible) if shapes else redactor.holds_known(visible):
         return HIDDEN_CREDENTIAL_NOTE
     return escape(text, multiline=multiline)
 
@@ -111,38 +117,101 @@ def _value_kinds() -> Callable[[str], list[str]]:
 
 
 class _Walk:
-    """One pass over an envelope's wire form; remembers whether anything changed."""
+    """One pass over an envelope's fields; remembers whether anything changed."""
 
     def __init__(self) -> None:
         self.changed = False
         self.redactor = Redactor()
 
-    def string(self, text: str, path: tuple[str, ...], relayed: bool) -> str:
+    def is_clean(self, parts: list[tuple[tuple[str, ...], Any]]) -> bool:
+        """The quick path for the usual envelope: all of its text at once. Every string is printable,
+        no secret or token shape is in the text, and the relayed strings together give the scanner
+        no finding -- then no string needs work. (The scanner finds in a newline-joined text whatever
+        it finds in one of its lines; test_egress pins that.) Anything else takes the full walk."""
+        own: list[str] = []
+        relayed: list[str] = []
+        for path, value in parts:
+            if not self._collect(value, path, False, own, relayed):
+                return False
+        everything = own + relayed
+        if not "".join(everything).isprintable() or self.redactor.holds_secret("\n".join(everything)):
+            return False
+        return not relayed or not _value_kinds()("\n".join(relayed))
+
+    def _collect(self, value: Any, path: tuple[str, ...], relayed: bool, own: list[str], out: list[str]) -> bool:
+        if path in _RELAYED_ROOTS:
+            relayed = True
+        if path in LOCALLY_SCANNED:
+            return self._already_clean(value)
+        if len(path) >= 2:  # below the roots nothing changes zone: gather the rest in one sweep
+            (out if relayed else own).extend(_strings(value))
+            return True
+        if isinstance(value, str):
+            (out if relayed else own).append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                (out if relayed else own).append(str(key))
+                if not self._collect(item, (*path, str(key)), relayed, own, out):
+                    return False
+        elif isinstance(value, list | tuple):
+            return all(self._collect(item, path, relayed, own, out) for item in value)
+        return True
+
+    def string(self, text: str, path: tuple[str, ...], relayed: bool, scanned: bool) -> str:
         out = relayed_text(text) if relayed else text
-        out = clean_text(out, multiline=path in MULTILINE_FIELDS, redactor=self.redactor)
+        out = clean_text(out, multiline=path in MULTILINE_FIELDS, redactor=self.redactor, shapes=not scanned)
         if out != text:
             self.changed = True
         return out
 
-    def value(self, value: Any, path: tuple[str, ...], relayed: bool) -> Any:
+    def value(self, value: Any, path: tuple[str, ...], relayed: bool = False, scanned: bool = False) -> Any:
         if path in _RELAYED_ROOTS:
             relayed = True
         if path in LOCALLY_SCANNED:
-            relayed = False
+            relayed, scanned = False, True
+            if self._already_clean(value):
+                return value
         if isinstance(value, str):
-            return self.string(value, path, relayed)
+            return self.string(value, path, relayed, scanned)
         if isinstance(value, list | tuple):
-            return [self.value(item, path, relayed) for item in value]
+            return [self.value(item, path, relayed, scanned) for item in value]
         if isinstance(value, dict):
             out: dict[str, Any] = {}
             for index, (key, item) in enumerate(value.items()):
-                name = self.string(key, (*path, "<key>"), relayed) if isinstance(key, str) else key
+                name = self.string(key, (*path, "<key>"), relayed, scanned) if isinstance(key, str) else key
                 if name in out:  # two keys cleaned to the same text: keep both, distinguishably
                     name = f"{name} #{index}"
                     self.changed = True
-                out[name] = self.value(item, (*path, str(key)), relayed)
+                out[name] = self.value(item, (*path, str(key)), relayed, scanned)
             return out
         return value
+
+    def _already_clean(self, value: Any) -> bool:
+        """The fast path for a digest's review (up to a mebibyte of text): it passed the scanner and the
+        character rule at gate 2, so only a registered credential or another unprintable character (a
+        zero-width space, say) could need work. One C-level serialisation answers both: JSON escapes
+        the tab and newline the rule allows, and leaves every other character as it is."""
+        if isinstance(value, str):
+            return _printable(value, True) and not self.redactor.holds_known(value)
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return False
+        return text.isprintable() and not self.redactor.holds_known_in_json(text)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                yield str(key)
+                stack.append(item)
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
 
 
 def clean_envelope(envelope: Envelope) -> Envelope:
@@ -151,15 +220,22 @@ def clean_envelope(envelope: Envelope) -> Envelope:
     The walk reads the model's fields directly (not its JSON form), so even text that could not be
     encoded -- a lone surrogate -- is escaped rather than failing the call."""
     walk = _Walk()
-    fields: dict[str, Any] = {"ok": envelope.ok, "live_api_contacted": envelope.live_api_contacted,
-                              "notice": walk.value(envelope.notice, ("notice",), False)}
+    parts: list[tuple[tuple[str, ...], Any]] = [(("notice",), envelope.notice)]
     if envelope.data is not None:
-        fields["data"] = walk.value(envelope.data, ("data",), False)
+        parts.append((("data",), envelope.data))
+    if envelope.error is not None:
+        parts += [(("error", "message"), envelope.error.message), (("error", "details"), envelope.error.details)]
+    if walk.is_clean(parts):
+        return envelope
+    fields: dict[str, Any] = {"ok": envelope.ok, "live_api_contacted": envelope.live_api_contacted,
+                              "notice": walk.value(envelope.notice, ("notice",))}
+    if envelope.data is not None:
+        fields["data"] = walk.value(envelope.data, ("data",))
     if envelope.error is not None:
         error = envelope.error
         fields["error"] = {"code": error.code, "retryable": error.retryable, "gate": error.gate,
-                           "message": walk.value(error.message, ("error", "message"), False),
-                           "details": walk.value(error.details, ("error", "details"), False)}
+                           "message": walk.value(error.message, ("error", "message")),
+                           "details": walk.value(error.details, ("error", "details"))}
     if not walk.changed:
         return envelope
     return Envelope.model_validate(fields)

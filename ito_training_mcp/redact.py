@@ -7,6 +7,7 @@ server; nothing else should call it directly.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 
@@ -19,13 +20,23 @@ _SHAPES = re.compile(
     r"|(?:AKIA|ASIA)[A-Z0-9]{16}"
     r"|eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8,4096}"
 )
-# Literal triggers of _SHAPES, as one alternation of literals (a C-level scan): text holding none of
-# them, and no registered secret, needs no work.
-_TRIGGERS = re.compile(
-    "|".join(re.escape(t) for t in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "hf_", "xox", "sk-",
-                                    "sk_", "rk_live_", "AKIA", "ASIA", "eyJ"))
-    + "|[Bb][Ee][Aa][Rr][Ee][Rr]"
-)
+# Literal triggers of _SHAPES, plus a case-folded test for "bearer": text holding none of them, and no
+# registered secret, needs no work. Short texts are tested with one alternation of literals; long ones
+# with substring searches, which scan a mebibyte several times faster than the alternation does.
+_TRIGGER_LITERALS = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "hf_", "xox", "sk-", "sk_", "rk_live_",
+                     "AKIA", "ASIA", "eyJ")
+_TRIGGERS = re.compile("|".join(re.escape(t) for t in _TRIGGER_LITERALS))
+_LONG_TEXT = 4096
+
+
+def _triggered(text: str) -> bool:
+    if len(text) < _LONG_TEXT:
+        found = _TRIGGERS.search(text) is not None
+    else:
+        found = any(trigger in text for trigger in _TRIGGER_LITERALS)
+    return found or "bearer" in text.lower()
+
+
 MASK = "<redacted>"
 
 
@@ -47,16 +58,25 @@ class Redactor:
     def __init__(self) -> None:
         self._secrets = sorted(known_secrets(), key=len, reverse=True)
 
+    def holds_known(self, text: str) -> bool:
+        """Does this text contain a registered secret?"""
+        return any(secret in text for secret in self._secrets)
+
+    def holds_known_in_json(self, text: str) -> bool:
+        """Does this JSON text encode a string holding a registered secret?"""
+        return any(secret in text or json.dumps(secret)[1:-1] in text for secret in self._secrets)
+
     def holds_secret(self, text: str) -> bool:
         """Does this text contain a registered secret or a provider token shape?"""
-        if any(secret in text for secret in self._secrets):
+        if self.holds_known(text):
             return True
-        return _TRIGGERS.search(text) is not None and _SHAPES.search(text) is not None
+        return _triggered(text) and _SHAPES.search(text) is not None
 
-    def redact(self, text: str) -> str:
-        if not self.holds_secret(text):  # the common case: substring tests and one literal scan
+    def redact(self, text: str, *, shapes: bool = True) -> str:
+        """Registered secrets, and (unless `shapes` is false) token shapes, become `<redacted>`."""
+        if not (self.holds_secret(text) if shapes else self.holds_known(text)):  # the common case
             return text
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, MASK)
-        return _SHAPES.sub(MASK, text)
+        return _SHAPES.sub(MASK, text) if shapes else text

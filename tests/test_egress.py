@@ -193,3 +193,21 @@ def test_progress_messages_pass_the_egress() -> None:
     assert seen[0] is not None and seen[0].isprintable() and CANARY_TOKEN not in seen[0]
     assert seen[1] is not None and seen[1].startswith("<redacted: looked like a credential")
     assert seen[2] is None
+
+
+_LINE = st.text(st.characters(codec="utf-8", exclude_characters="\n"), max_size=30)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(before=st.lists(_LINE, max_size=3), secret=st.sampled_from(SHAPED), after=st.lists(_LINE, max_size=3))
+def test_property_the_scanner_finds_in_joined_lines_what_it_finds_in_one(
+    before: list[str], secret: str, after: list[str]
+) -> None:
+    """The envelope's quick path scans all relayed strings at once, joined by newlines, and walks them
+    one by one only when that finds something. That is sound only if a finding in one string is a
+    finding in the joined text; a scanner change that breaks this must fail here."""
+    from ito_training_mcp.secret_scan import value_kinds
+
+    alone = set(value_kinds(secret))
+    assert alone
+    assert alone <= set(value_kinds("\n".join([*before, secret, *after])))
