@@ -166,8 +166,8 @@ async def test_an_unusable_trail_refuses_every_call_up_front(
         assert not (tmp_path / "real" / "audit.jsonl").exists()  # nothing was created through the link
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-@pytest.mark.parametrize("problem", ["fifo_without_reader", "fifo_with_reader", "symlinked_parent"])
+@pytest.mark.parametrize(("problem", "mode"), [("fifo_without_reader", "auto"), ("fifo_without_reader", "legacy"),
+                                               ("fifo_with_reader", "legacy"), ("symlinked_parent", "auto")])
 async def test_the_server_process_keeps_answering_with_an_unusable_trail(
     tmp_path: Path, manifest_path: str, problem: str, mode: str
 ) -> None:

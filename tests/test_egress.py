@@ -132,7 +132,7 @@ _JSON = st.recursive(
 _OWN_TEXT = st.one_of(_ANY_TEXT, st.tuples(_ANY_TEXT, st.sampled_from(SECRETS + CONTROL_AND_BIDI), _ANY_TEXT).map("".join))
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
 @given(data=st.dictionaries(_HOSTILE, _JSON, max_size=5), message=_OWN_TEXT)
 def test_property_nothing_unprintable_or_secret_leaves_in_an_envelope(data: dict[str, Any], message: str) -> None:
     for env in (success(data, notice="n", live_api_contacted=False),

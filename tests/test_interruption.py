@@ -25,6 +25,8 @@ from typing import Any
 import anyio
 import pytest
 
+from ito_training_mcp.service import TrainingService
+
 from .conftest import ClientFactory, World
 
 CREATE = "POST /v1/training-runs"
@@ -88,9 +90,9 @@ async def test_a_call_cancelled_before_any_mutation_says_nothing_was_sent(
     trail = tmp_path / "audit.jsonl"
     key = f"cancelled-early-{os.urandom(4).hex()}"
     world.op.fault("GET /v1/me", "delay", seconds=30)
-    service = world.service(ITO_TRAINING_AUDIT_LOG=str(trail), ITO_TRAINING_TIMEOUT_S="60")
     seen: list[Any] = []
-    service._on_interrupted = seen.append
+    service = TrainingService({**world.env, "ITO_TRAINING_AUDIT_LOG": str(trail), "ITO_TRAINING_TIMEOUT_S": "60"},
+                              on_interrupted=seen.append)
     ref = world.confirm(sha_of(manifest_path))
     async with anyio.create_task_group() as tg:
         tg.start_soon(service.submit_training, world.booking, manifest_path, ref, key)
@@ -102,6 +104,32 @@ async def test_a_call_cancelled_before_any_mutation_says_nothing_was_sent(
     [envelope] = seen
     assert envelope.error.details == {"interrupted": True}
     assert world.backend.run_count() == 0
+
+
+async def test_a_cancel_interrupted_in_flight_points_at_the_run_and_its_key(
+    world: World, manifest_path: str, tmp_path: Path
+) -> None:
+    trail = tmp_path / "audit.jsonl"
+    seen: list[Any] = []
+    service = TrainingService({**world.env, "ITO_TRAINING_AUDIT_LOG": str(trail), "ITO_TRAINING_TIMEOUT_S": "60"},
+                              on_interrupted=seen.append)
+    created = await service.submit_training(world.booking, manifest_path, world.confirm(sha_of(manifest_path)),
+                                            f"interrupt-cancel-submit-{os.urandom(4).hex()}")
+    assert created.ok and created.data is not None, created.to_json()
+    run_id = str(created.data["run_id"])
+    ref = str(world.op.confirmation(world.account, "training.cancel", world.booking, "0.00", run_id=run_id)["ref"])
+    key = f"interrupt-cancel-{os.urandom(4).hex()}"
+    world.op.fault("POST /v1/training-runs/{run_id}/cancel", "delay", seconds=30)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(service.cancel_training, run_id, ref, key)
+        await anyio.to_thread.run_sync(world.op.wait_in_flight, key, 20.0)
+        tg.cancel_scope.cancel()
+    [envelope] = seen
+    assert envelope.error.code.value == "SUBMISSION_OUTCOME_UNKNOWN"
+    assert f"run_id {run_id}" in envelope.notice and "cancel_training" in envelope.notice and key in envelope.notice
+    line = audit_lines(trail)[-1]
+    assert (line["tool"], line["outcome"], line["submission_outcome"]) == ("cancel_training", "interrupted", "unknown")
+    assert line["action"] == "cancel" and line["idempotency_key"] == key
 
 
 def _cli(env: dict[str, str], *argv: str) -> subprocess.Popen[str]:
