@@ -85,8 +85,8 @@ def clean_text(
     text = redactor.redact(text, shapes=shapes)
     if _printable(text, multiline):
         return text
-    visible = _strip_unprintable(text, "\n\t" if multiline else "")
-    if redactor.holds_secret(visible) if shapes else redactor.holds_known(visible):
+    shown = _strip_unprintable(text, "\n\t" if multiline else "")
+    if redactor.holds_secret(shown) if shapes else redactor.holds_known(shown):
         return HIDDEN_CREDENTIAL_NOTE
     return escape(text, multiline=multiline)
 

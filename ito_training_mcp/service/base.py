@@ -142,7 +142,8 @@ class ServiceBase:
                 if self._on_interrupted is not None:
                     self._on_interrupted(envelope)
             raise
-        await self._audit(audit, call, envelope, "ok" if envelope.ok else "refused")
+        with anyio.CancelScope(shield=True):  # a cancellation arriving now must not cost a finished call its line
+            await self._audit(audit, call, envelope, "ok" if envelope.ok else "refused")
         return envelope
 
     @staticmethod
@@ -187,7 +188,7 @@ class ServiceBase:
         from ..tool_specs import ALL_TOOLS
 
         spec = next((s for s in ALL_TOOLS if s.name == tool), None)
-        if spec is None:
+        if spec is None:  # fixed text only: the name asked for is never echoed
             return refusal(
                 ErrorCode.INVALID_INPUT, "Unknown tool.", live_api_contacted=False, gate=Gate.INPUT,
                 details={"argument": "tool", "problem": "unknown"},
