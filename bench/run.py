@@ -354,6 +354,11 @@ async def bench_concurrent(plan: Plan, tenant: Tenant, warm_median_ms: float) ->
                 new_runs == plan.concurrent_keys and max(per_key_runs) == 1),
             Row("wall (ms) vs 64 x warm median", wall_ms, sequential_ms, "ms", ratio(wall_ms, sequential_ms),
                 "report", None),
+            # Cold caches: one capabilities and one identity request in flight, shared by every call.
+            Row("cold GET /v1/capabilities (want 1)", requests["GET capabilities"], len(envelopes), "req", None,
+                "== 1", requests["GET capabilities"] == 1),
+            Row("cold GET /v1/me (want 1)", requests["GET me"], len(envelopes), "req", None, "== 1",
+                requests["GET me"] == 1),
         ],
         raw={"wall_ms": wall_ms, "runs_created": new_runs, "runs_per_key": per_key_runs,
              "outcomes": dict(outcomes), "all_ok": all(e.ok for e in envelopes),
