@@ -1,11 +1,14 @@
 """`ito-training`: the CLI door over the same core and envelope as the MCP tools.
 
-`--json` prints the envelope exactly as the MCP tools return it. The exit code is 0 iff ok,
-1 for a refusal, 2 for a usage error (which is also printed as an INVALID_INPUT envelope).
-Argument errors never echo what was typed: a mistyped flag may be followed by a secret.
-Everything printed passes the egress (`egress.py`): no raw control or bidi character reaches the
-terminal, whatever a manifest or a backend put in a string. Ctrl-C ends with an envelope too (exit
-1, never a traceback): for a mutation that may have been sent, SUBMISSION_OUTCOME_UNKNOWN.
+`--json` prints the envelope the MCP tools return, with its words for a person: the notice and the
+refusal message name CLI verbs and flags instead of tools and arguments, `error.details.argument`
+names the flag, and the notice ends with the next command to run (`cli_next_steps.py`). The exit
+code is 0 iff ok, 1 for a refusal, 2 for a usage error (also printed as an INVALID_INPUT envelope
+that names the flag at fault and never what was typed: a mistyped flag may be followed by a secret;
+`cli_usage.py`). Everything printed passes the egress (`egress.py`): no raw control or bidi
+character reaches the terminal, whatever a manifest or a backend put in a string (`cli_render.py`,
+also the progress bar). Ctrl-C ends with an envelope too (exit 1, never a traceback): for a
+mutation that may have been sent, SUBMISSION_OUTCOME_UNKNOWN; a closed stdout ends quietly.
 """
 
 from __future__ import annotations
@@ -15,25 +18,17 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
-from .egress import clean_envelope, clean_line, clean_text
+from .cli_next_steps import PROG, for_cli
+from .cli_render import ProgressBar, render_human, render_json
+from .cli_usage import Parser, UsageError, from_leftovers
+from .egress import clean_line
 from .envelope import Envelope, ErrorCode, Gate, refusal
 
+__all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse", "render_human", "render_json", "run"]
+
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    def __init__(self, message: str, *, argument: str = "argv") -> None:
-        super().__init__(message)
-        self.message = message
-        self.argument = argument
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        del message  # argparse quotes the offending values; we never echo them
-        raise UsageError(f"{self.prog}: missing, unknown or malformed arguments; see '{self.prog} --help'.")
 
 
 @dataclass(frozen=True)
@@ -93,18 +88,28 @@ def _present(arguments: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in arguments.items() if v is not None}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="ito-training",
+_Parser = Parser  # the name `ito-training skill` imports
+
+
+class CliParser(Parser):
+    """The top-level parser; `subcommands` holds each verb's own parser (for its flag names)."""
+
+    subcommands: dict[str, Parser]
+
+
+def build_parser() -> CliParser:
+    parser = CliParser(
+        prog=PROG,
         description="Check and submit ML training on Itô GPU bookings. Fails closed; never handles secrets.",
-        allow_abbrev=False,
     )
+    parser.subcommands = {}
     parser.add_argument("--json", action="store_true", help="print the result envelope as JSON")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     def add(name: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=COMMANDS[name].help, description=COMMANDS[name].help, allow_abbrev=False)
+        p: Parser = sub.add_parser(name, help=COMMANDS[name].help, description=COMMANDS[name].help)
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the envelope as JSON")
+        parser.subcommands[name] = p
         return p
 
     p = add("check")
@@ -145,37 +150,25 @@ def build_parser() -> argparse.ArgumentParser:
 def _usage_envelope(error: UsageError) -> Envelope:
     return refusal(
         ErrorCode.INVALID_INPUT, error.message, live_api_contacted=False, gate=Gate.INPUT,
-        details={"argument": error.argument, "problem": "usage"},
+        details={"argument": error.argument, "problem": "usage", "reason": error.reason},
+        next_step="Correct the command line: the flag at fault is named in the message (what was typed is "
+                  "never repeated). 'ito-training COMMAND --help' lists each command's flags.",
     )
 
 
-def render_human(envelope: Envelope) -> str:
-    """A short readable form; `--json` is the exact one. Every line passes the egress, and only the
-    review text (multi-line by design, built by this server) keeps its line breaks."""
-    envelope = clean_envelope(envelope)
-    if envelope.error is not None:
-        err = envelope.error
-        lines = [f"REFUSED {err.code.value}" + (f" (gate: {err.gate.value})" if err.gate else ""), err.message]
-        for finding in (err.details or {}).get("findings", []):
-            lines.append(f"  at {finding['pointer'] or '/'}: {finding['kind']}")
-        for problem in (err.details or {}).get("problems", []):
-            lines.append(f"  at {problem['pointer'] or '/'}: {problem['problem']}")
-        lines.append(f"Next: {envelope.notice}")
-    else:
-        data = envelope.data or {}
-        lines = ["OK"]
-        if "review_text" in data:
-            lines.extend(clean_text(str(data["review_text"]), multiline=True).split("\n"))
-        else:
-            lines.extend(json.dumps(data, indent=2, ensure_ascii=False).split("\n"))
-        lines.append(envelope.notice)
-    lines.append(f"(live API contacted: {'yes' if envelope.live_api_contacted else 'no'})")
-    return "\n".join(clean_line(line) for line in lines)
-
-
-def render_json(envelope: Envelope) -> str:
-    """The envelope as the MCP tools return it, after the egress."""
-    return clean_envelope(envelope).to_json(indent=2)
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line, or a UsageError that names the flag at fault and no value."""
+    parser = build_parser()
+    args, leftovers = parser.parse_known_args(list(argv))
+    command = getattr(args, "command", None)
+    if leftovers:
+        sub = parser.subcommands.get(command or "")
+        known = sub.known_flags() if sub is not None else parser.known_flags()
+        raise from_leftovers(f"{PROG} {command}" if command else PROG, leftovers, known)
+    if command is None:
+        raise UsageError(f"{PROG}: a command is required; see '{PROG} --help'.", argument="command",
+                         reason="missing")
+    return args
 
 
 def interrupted_envelope() -> Envelope:
@@ -203,33 +196,33 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         rest = list(argv[1:]) if argv[0] == "skill" else [*argv[2:], "--json"]
         return skill_install.run(rest, stdout=stdout, stderr=stderr)
     want_json = "--json" in argv
-    parser = build_parser()
     try:
-        args = parser.parse_args(list(argv))
-        if args.command is None:
-            raise UsageError("ito-training: a command is required; see 'ito-training --help'.", argument="command")
+        args = parse(argv)
+        if args.command in ("backend", "desk", "skill"):  # after other options: these own their options
+            raise UsageError(f"{PROG} {args.command} must be the first argument; it takes its own options "
+                             f"(see '{PROG} {args.command} --help').", argument="command", reason="position")
     except UsageError as exc:
-        envelope = _usage_envelope(exc)
         if want_json:
-            print(render_json(envelope), file=stdout)
+            print(render_json(_usage_envelope(exc)), file=stdout)
         else:
             print(clean_line(exc.message), file=stderr)
         return EXIT_USAGE
 
-    if args.command in ("backend", "desk", "skill"):  # only reachable after other options: these own their options
-        envelope = _usage_envelope(UsageError(f"ito-training {args.command} must be the first argument; it takes "
-                                              f"its own options (see 'ito-training {args.command} --help').",
-                                              argument="command"))
-        print(render_json(envelope) if want_json else clean_line(envelope.error.message if envelope.error else ""),
-              file=stdout if want_json else stderr)
-        return EXIT_USAGE
-    command = COMMANDS[args.command]
-    envelope = _dispatch(command.tool, command.build(args), stderr if stderr.isatty() else None)
-    print(render_json(envelope) if args.json else render_human(envelope), file=stdout)
+    verb = args.command
+    command = COMMANDS[verb]
+    arguments = command.build(args)
+    bar = ProgressBar(stderr) if stderr.isatty() else None
+    try:
+        envelope = _dispatch(command.tool, arguments, bar)
+    finally:
+        if bar is not None:
+            bar.finish()
+    shown, next_command = for_cli(verb, arguments, envelope)
+    print(render_json(shown) if args.json else render_human(shown, verb, next_command), file=stdout)
     return EXIT_OK if envelope.ok else EXIT_REFUSED
 
 
-def _dispatch(tool: str, arguments: dict[str, Any], terminal: TextIO | None = None) -> Envelope:
+def _dispatch(tool: str, arguments: dict[str, Any], bar: ProgressBar | None = None) -> Envelope:
     """Run one tool. Ctrl-C cancels it: the core writes its audit line and hands back the envelope of
     the interrupted call (SUBMISSION_OUTCOME_UNKNOWN when a mutation may have been sent)."""
     import anyio
@@ -238,21 +231,9 @@ def _dispatch(tool: str, arguments: dict[str, Any], terminal: TextIO | None = No
 
     interrupted: list[Envelope] = []
 
-    async def bar(value: float, total: float | None, message: str | None) -> None:
-        assert terminal is not None
-        width = 24
-        filled = int(width * value / total) if total else 0
-        # The message passed the egress in the core; the bar's own carriage return is the only control.
-        terminal.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {value:5.0f}s {message or ''}"[:160])
-        terminal.flush()
-
     async def go() -> Envelope:
         service = TrainingService(on_interrupted=interrupted.append)
-        try:
-            return await service.invoke(tool, arguments, progress=bar if terminal is not None else None)
-        finally:
-            if terminal is not None and tool == "training_status":
-                terminal.write("\n")
+        return await service.invoke(tool, arguments, progress=bar)
 
     try:
         return anyio.run(go)
@@ -260,16 +241,34 @@ def _dispatch(tool: str, arguments: dict[str, Any], terminal: TextIO | None = No
         return interrupted[-1] if interrupted else interrupted_envelope()
 
 
+def _interrupted_text(argv: Sequence[str], want_json: bool) -> str:
+    """What Ctrl-C outside a tool call prints: the desk and skill commands speak their own forms."""
+    if list(argv[:1]) == ["desk"]:
+        message = ("Interrupted. If a request had already been sent to the backend it may have taken effect; "
+                   "check with 'ito-training desk requests' or 'ito-training desk runs'.")
+        if want_json:
+            return json.dumps({"ok": False, "error": {"code": "interrupted", "message": message}}, indent=2)
+        return message
+    if "skill" in list(argv[:2]):
+        envelope = refusal(
+            ErrorCode.BACKEND_TIMEOUT, "Interrupted while installing the skill; some files may have been written.",
+            live_api_contacted=False, gate=None, details={"interrupted": True},
+            next_step="Run 'ito-training skill install' again: identical files are left as they are.",
+        )
+        return render_json(envelope) if want_json else render_human(envelope)
+    envelope = interrupted_envelope()
+    return render_json(envelope) if want_json else render_human(envelope)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from . import logs
 
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
         logs.configure()
-        return run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr)
-    except KeyboardInterrupt:  # outside a tool call: nothing was sent
-        want_json = "--json" in (sys.argv[1:] if argv is None else argv)
-        envelope = interrupted_envelope()
-        return _emit_last(render_json(envelope) if want_json else render_human(envelope))
+        return run(args, stdout=sys.stdout, stderr=sys.stderr)
+    except KeyboardInterrupt:  # outside a tool call: nothing was sent by this door
+        return _emit_last(_interrupted_text(args, "--json" in args))
     except BrokenPipeError:  # the reader went away (`| head`): nothing more can be said to it
         _silence_stdout()
         return EXIT_REFUSED

@@ -49,11 +49,50 @@ class Credential:
         raise TypeError("a Credential cannot be serialised")
 
 
-def _refuse(message: str, setting: str, problem: str) -> Refusal:
+def _refuse(message: str, setting: str, problem: str, next_step: str | None = None) -> Refusal:
     return Refusal(
         ErrorCode.AUTH_MISSING, message, gate=Gate.CAPABILITIES,
-        details={"setting": setting, "problem": problem},
+        details={"setting": setting, "problem": problem}, next_step=next_step,
     )
+
+
+def _token_file_refusal(path: str, check: str) -> Refusal:
+    """Say what is wrong with the token file and the one fix, naming the path (configuration, not a
+    secret) and its mode (from lstat: metadata only, nothing is read). Never the content."""
+    import shlex
+    import stat as stat_
+
+    from .egress import clean_line
+
+    shown = clean_line(path)
+    try:
+        mode = stat_.S_IMODE(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        mode = None
+    said = f" (mode {mode:04o})" if mode is not None else ""
+    fix = f"chmod 600 {shlex.quote(shown)}"
+    if check in ("mode_0600", "permissions"):
+        who = "writable" if check == "permissions" else "readable"
+        message = f"{ENV_TOKEN_FILE} is {who} by group/other{said}; run {fix}"
+        step = (f"Tell the user the token file's permissions are too open: they run {fix} (only they may change "
+                "it), then try again. Never ask for the token itself.")
+    elif check == "owner":
+        message = f"{ENV_TOKEN_FILE} ({shown}) is not owned by the user this server runs as."
+        step = "Tell the user the token file must belong to the user this server runs as; only they can fix it."
+    elif check == "symlink":
+        message = f"{ENV_TOKEN_FILE} ({shown}) is, or passes through, a symlink; symlinks are refused."
+        step = f"Tell the user to point {ENV_TOKEN_FILE} at the real file (no symlink on the path)."
+    elif check in ("exists", "access", "resolve", "open"):
+        message = f"{ENV_TOKEN_FILE} names no readable file ({shown})."
+        step = f"Tell the user {ENV_TOKEN_FILE} names no readable file; they correct the setting."
+    elif check in ("absolute", "normalised", "type", "nul", "length", "encoding", "roots"):
+        message = f"{ENV_TOKEN_FILE} must be an absolute, normalised path."
+        step = f"Tell the user {ENV_TOKEN_FILE} must be an absolute, normalised path; they correct the setting."
+    else:
+        message = (f"{ENV_TOKEN_FILE} cannot be used: the token file failed the '{check}' check "
+                   "(it must be a regular file you own, mode 0600, one link, no symlinks).")
+        step = f"Tell the user the token file at {ENV_TOKEN_FILE} failed the '{check}' check; only they can fix it."
+    return _refuse(message, ENV_TOKEN_FILE, f"file_{check}", step)
 
 
 def resolve_credential(env: Mapping[str, str]) -> Credential:
@@ -75,12 +114,7 @@ def resolve_credential(env: Mapping[str, str]) -> Credential:
     try:
         content = read_regular_file(token_file, max_bytes=TOKEN_FILE_MAX_BYTES, require_mode_0600=True).content
     except ManifestRefusal as exc:
-        check = (exc.details or {}).get("check", "unknown")
-        raise _refuse(
-            f"{ENV_TOKEN_FILE} cannot be used: the token file failed the '{check}' check "
-            "(it must be a regular file you own, mode 0600, no symlinks).",
-            ENV_TOKEN_FILE, f"file_{check}",
-        ) from None
+        raise _token_file_refusal(token_file, str((exc.details or {}).get("check", "unknown"))) from None
     try:
         token = content.decode("ascii").strip()
     except UnicodeDecodeError:

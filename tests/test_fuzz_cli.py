@@ -308,3 +308,59 @@ def test_bug_manifest_path_echo_makes_stdout_invalid_utf8() -> None:
 def test_bug_backend_after_a_global_flag_raises() -> None:
     code, stdout, _ = invoke(["--json", "backend"])
     assert_one_envelope(code, stdout)
+
+
+# ---------------------------------------------------------------------------- usage errors never show a value
+
+# Every value below carries MARK, which no message of ours contains. An unknown option's name may be
+# shown, but only when it is lower-case words (cli_usage.shown_option_name), and MARK has a capital:
+# so whatever the parser makes of a token, MARK must never be printed by a usage error.
+MARK = "Vq9"
+assert MARK.lower() != MARK
+_SHORT = st.text(_TEXT, max_size=8)
+marked_values = st.one_of(
+    _SHORT.map(lambda s: s + MARK),
+    st.tuples(_SHORT, _SHORT).map(lambda p: p[0] + MARK + p[1]),
+    _SHORT.map(lambda s: "-" + MARK + s),
+    _SHORT.map(lambda s: "--" + s + MARK),
+    st.sampled_from([MARK, f"{MARK}=1", f"1{MARK}", f"-{MARK}", f"--{MARK}", f"--wait{MARK}", f"{MARK} 5",
+                     f"/tmp/{MARK}", f"--booking={MARK}"]),
+)
+
+
+@st.composite
+def marked_argvs(draw: st.DrawFn) -> list[str]:
+    argv: list[str] = []
+    if draw(st.booleans()):
+        argv.append(draw(st.sampled_from(SUBCOMMANDS)))
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["pair", "joined", "flag", "value", "unknown"]))
+        flag, value = draw(st.sampled_from(FLAGS)), draw(marked_values)
+        if kind == "pair":
+            argv += [flag, value]
+        elif kind == "joined":
+            argv.append(f"{flag}={value}")
+        elif kind == "flag":
+            argv.append(flag)
+        elif kind == "value":
+            argv.append(value)
+        else:
+            argv += [f"--{draw(st.sampled_from(['forse', 'token', 'api-key', 'wiat']))}", value]
+    return argv
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=_HEALTH)
+@given(argv=marked_argvs(), as_json=st.booleans())
+def test_a_usage_error_names_the_flag_and_never_a_value(argv: list[str], as_json: bool) -> None:
+    argv = [*argv, "--json"] if as_json else argv
+    assume(not _triggers_help_or_server(argv))
+    code, stdout, stderr = invoke(argv)
+    if code != 2:
+        return
+    assert MARK not in stdout + stderr
+    if "--json" in argv:
+        envelope = assert_one_envelope(code, stdout)
+        argument = envelope["error"]["details"]["argument"]
+        assert argument in {"argv", "command", "option"} or argument.startswith("-"), argument
+    else:
+        assert stdout == "" and stderr.startswith("ito-training")

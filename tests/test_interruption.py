@@ -167,11 +167,12 @@ def test_ctrl_c_during_a_stalled_create_ends_with_an_envelope(
         assert envelope["error"]["code"] == "SUBMISSION_OUTCOME_UNKNOWN"
         assert envelope["error"]["details"]["idempotency_key"] == key
         assert envelope["error"]["details"]["submission_outcome"] == "unknown"
-        assert "training_status" in envelope["notice"] and key in envelope["notice"]
+        # The CLI names its own verb and flag, with the key filled in (tests/test_cli_next_steps.py).
+        assert f"ito-training status --idempotency-key {key}" in envelope["notice"]
         assert "new key" in envelope["notice"]
     else:
         assert stdout.startswith("REFUSED SUBMISSION_OUTCOME_UNKNOWN")
-        assert "training_status" in stdout and key in stdout
+        assert f"Next command: ito-training status --idempotency-key {key}" in stdout
     [line] = audit_lines(trail)
     assert (line["tool"], line["outcome"], line["submission_outcome"]) == ("submit_training", "interrupted", "unknown")
     assert world.token not in stdout + stderr + trail.read_text()

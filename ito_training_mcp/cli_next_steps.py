@@ -1,0 +1,258 @@
+"""Next steps for a person at a terminal: CLI verbs and flags, not MCP tools and arguments.
+
+The core writes its notices for agents ("call training_status with the same idempotency_key").
+The CLI door rewrites every notice and refusal message it prints through ONE mapping -- tool to
+verb (`VERBS`), argument to flag (`FLAGS`) -- and turns references into the envelope (`data.x`,
+`error.details.y`) into words. tests/test_cli_next_steps.py renders every code's next step and
+every success notice through the CLI and asserts that no tool name and no snake_case argument
+name survives, so a notice added to the core with a new phrasing fails that test until it is
+covered here.
+
+On top of the words, `next_command` builds the one command to run next from what the call
+returned (the run id, the key, the request id), so the person can copy it. A value is only put
+in a command when it is an identifier of the documented shape that the egress left unchanged;
+otherwise the flag's placeholder (RUN_ID, KEY, ...) stands in.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from .egress import clean_line
+from .envelope import Envelope, ErrorCode
+
+PROG = "ito-training"
+
+# Every tool the core offers, and the CLI verb that calls it.
+VERBS: dict[str, str] = {
+    "check_training_availability": "check",
+    "digest_manifest": "digest",
+    "plan_training": "plan",
+    "request_confirmation": "request-confirmation",
+    "confirmation_status": "confirmation",
+    "submit_training": "train",
+    "training_status": "status",
+    "training_logs": "logs",
+    "training_metrics": "metrics",
+    "list_checkpoints": "checkpoints",
+    "cancel_training": "cancel",
+    "cleanup_training": "cleanup",
+}
+TOOLS: dict[str, str] = {verb: tool for tool, verb in VERBS.items()}
+
+# Every tool argument, and the CLI flag that carries it (the same flag in every verb).
+FLAGS: dict[str, str] = {
+    "booking_id": "--booking",
+    "manifest_path": "--manifest",
+    "confirmation_ref": "--confirmation-ref",
+    "idempotency_key": "--idempotency-key",
+    "run_id": "--run",
+    "request_id": "--request",
+    "wait_seconds": "--wait",
+    "action": "--action",
+    "cursor": "--cursor",
+    "limit": "--limit",
+}
+ARGUMENTS: dict[str, str] = {flag: argument for argument, flag in FLAGS.items()}
+PLACEHOLDERS: dict[str, str] = {
+    "--booking": "BOOKING_ID", "--manifest": "PATH", "--confirmation-ref": "REF", "--idempotency-key": "KEY",
+    "--run": "RUN_ID", "--request": "REQUEST_ID", "--wait": "SECONDS", "--action": "cancel|cleanup",
+    "--cursor": "CURSOR", "--limit": "N",
+}
+DEFAULT_WAIT_S = 55  # the core's longest single wait (ITO_TRAINING_MAX_WAIT_S default)
+
+# Words for the envelope fields a notice refers to; any other field reads as its name in words.
+_FIELD_WORDS = {
+    "sha256": "SHA-256", "review_text": "review summary", "review_url": "review URL",
+    "max_cost_usd": "maximum cost", "next_cursor": "next cursor", "failed_gates": "failed gates",
+    "failed_checks": "failed checks", "confirmation_ref": "confirmation reference", "run_id": "run id",
+    "request_id": "request id", "booking_id": "booking id", "idempotency_key": "idempotency key",
+    "retry_after_s": "retry-after seconds", "confirmation_request": "confirmation request",
+    "cleaned": "list of what was cleaned",
+}
+_SNAKE_ARGUMENTS = sorted((a for a in FLAGS if "_" in a), key=len, reverse=True)
+_TOOL_ALTERNATION = "|".join(sorted(map(re.escape, VERBS), key=len, reverse=True))
+_ARG_ALTERNATION = "|".join(map(re.escape, sorted(FLAGS, key=len, reverse=True)))
+
+_FIELD_REF = re.compile(r"(?<![\w.])(data|error)((?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?![\w])")
+_ASSIGNED = re.compile(rf"(?<![\w-])({_ARG_ALTERNATION}) = ")
+_CALL_TOOL = re.compile(rf"\b([Cc])all(s|ing|ed)? ({_TOOL_ALTERNATION})\b")
+_TOOL = re.compile(rf"(?<![\w-])({_TOOL_ALTERNATION})(?![\w-])")
+_CALL_AGAIN = re.compile(r"\b([Cc])all again\b")
+_THE_ARGUMENT = re.compile(rf"\b([Tt]he|[Aa]n?|[Ee]very|[Aa]ny) argument (?:({_ARG_ALTERNATION})\b|(?=named\b))")
+_TOOL_ARGUMENTS = re.compile(r"\btool arguments?\b")
+_SNAKE_ARG = re.compile(rf"(?<![\w-])({'|'.join(map(re.escape, _SNAKE_ARGUMENTS))})(?![\w])")
+_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_KEY = re.compile(r"[A-Za-z0-9._:-]{16,255}")
+_CURSOR = re.compile(r"[A-Za-z0-9._:=-]{1,512}")
+
+
+def command(verb: str) -> str:
+    return f"'{PROG} {verb}'"
+
+
+def _field_words(match: re.Match[str]) -> str:
+    root, path = match.group(1), [p for p in match.group(2).split(".") if p]
+    if root == "error":
+        if not path:
+            return "the error"
+        if path == ["message"]:
+            return "the error message"
+        if path[0] == "details":
+            return "the error details" if len(path) == 1 else f"the {_words(path[-1])} in the error details"
+        return f"the error's {_words(path[-1])}"
+    return f"the result's {_words(path[-1])}"
+
+
+def _words(field: str) -> str:
+    return _FIELD_WORDS.get(field, field.replace("_", " "))
+
+
+def translate(text: str) -> str:
+    """An agent's notice or message, reworded for a person at a terminal."""
+    text = _FIELD_REF.sub(_field_words, text)
+    text = _ASSIGNED.sub(lambda m: f"{FLAGS[m.group(1)]} set to ", text)
+    text = _CALL_TOOL.sub(
+        lambda m: f"{'R' if m.group(1) == 'C' else 'r'}un{_RUN_SUFFIX[m.group(2) or '']} {command(VERBS[m.group(3)])}",
+        text,
+    )
+    text = _TOOL.sub(lambda m: command(VERBS[m.group(1)]), text)
+    text = _CALL_AGAIN.sub(lambda m: f"{'R' if m.group(1) == 'C' else 'r'}un it again", text)
+    text = _THE_ARGUMENT.sub(lambda m: f"{m.group(1)} flag " + (FLAGS[m.group(2)] if m.group(2) else ""), text)
+    text = _TOOL_ARGUMENTS.sub("command-line flags", text)
+    return _SNAKE_ARG.sub(lambda m: FLAGS[m.group(1)], text)
+
+
+_RUN_SUFFIX = {"": "", "s": "s", "ing": "ning", "ed": ""}
+
+
+# ---------------------------------------------------------------------------- the next command
+
+
+def _id(value: object) -> str | None:
+    if isinstance(value, str) and _ID.fullmatch(value) and set(value) != {"."} and clean_line(value) == value:
+        return value
+    return None
+
+
+def _key(value: object) -> str | None:
+    if isinstance(value, str) and _KEY.fullmatch(value) and clean_line(value) == value:
+        return value
+    return None
+
+
+def _path(value: object) -> str | None:
+    if (isinstance(value, str) and value.startswith("/") and len(value) <= 4096 and value.isprintable()
+            and clean_line(value) == value):
+        return shlex.quote(value)
+    return None
+
+
+def build(verb: str, *pairs: tuple[str, str | None]) -> str:
+    """`ito-training VERB --flag value ...`, placeholders for unknown values."""
+    parts = [PROG, verb]
+    for flag, value in pairs:
+        parts += [flag, value if value is not None else PLACEHOLDERS[flag]]
+    return " ".join(parts)
+
+
+def train_key(booking_id: str | None, sha256: object) -> str | None:
+    """A key for the submit of this manifest on this booking: the same intent always gets the same
+    key, so running the printed command twice (or after a lost answer) can never create two runs."""
+    if booking_id is None or not isinstance(sha256, str) or not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        return None
+    return _key(f"train-{booking_id}-{sha256[:16]}")
+
+
+def action_key(action: str, run_id: str | None) -> str | None:
+    """The key for cancelling (or cleaning up) this run: one intent, one key."""
+    return None if run_id is None else _key(f"{action}-{run_id}".ljust(16, "-"))
+
+
+def next_command(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> str | None:
+    """The one command a person runs next, or None when there is nothing to run."""
+    data = envelope.data or {}
+    if envelope.error is not None:
+        return _after_refusal(verb, arguments, envelope)
+    run_id = _id(data.get("run_id")) or _id(arguments.get("run_id"))
+    if verb == "check":
+        booking = _id(data.get("booking", {}).get("booking_id") if isinstance(data.get("booking"), dict) else None)
+        if booking is None:
+            return build("check", ("--booking", None))
+        if not data["booking"].get("eligible"):
+            return None
+        return build("digest", ("--manifest", None))
+    if verb == "digest":
+        return build("train", ("--booking", None), ("--manifest", _path(data.get("path"))),
+                     ("--confirmation-ref", None), ("--idempotency-key", None))
+    if verb == "train":
+        return build("status", ("--run", run_id), ("--wait", str(DEFAULT_WAIT_S)))
+    if verb == "status":
+        if data.get("found") is False:
+            return build("status", ("--idempotency-key", _key(data.get("idempotency_key"))),
+                         ("--wait", str(DEFAULT_WAIT_S)))
+        if data.get("terminal"):
+            return build("logs", ("--run", run_id))
+        return build("status", ("--run", run_id), ("--wait", str(DEFAULT_WAIT_S)))
+    if verb == "logs":
+        cursor = data.get("next_cursor")
+        if isinstance(cursor, str) and _CURSOR.fullmatch(cursor) and clean_line(cursor) == cursor:
+            return build("logs", ("--run", run_id), ("--cursor", cursor))
+        return None
+    if verb == "cancel":
+        return build("cleanup", ("--run", run_id), ("--confirmation-ref", None),
+                     ("--idempotency-key", action_key("cleanup", run_id)))
+    return None
+
+
+_LOOK_UP_BY_KEY = frozenset({ErrorCode.SUBMISSION_OUTCOME_UNKNOWN, ErrorCode.IDEMPOTENCY_IN_FLIGHT,
+                             ErrorCode.CONFIRMATION_CONSUMED})
+
+
+def _after_refusal(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> str | None:
+    error = envelope.error
+    assert error is not None
+    if error.code is ErrorCode.INVALID_INPUT:
+        return None  # nothing typed is repeated: the person fixes the flag named in the message
+    details = error.details or {}
+    run_id = _id(details.get("run_id")) or _id(arguments.get("run_id"))
+    if verb == "train":
+        key = _key(details.get("idempotency_key")) or _key(arguments.get("idempotency_key"))
+        if error.code in _LOOK_UP_BY_KEY or (error.code is ErrorCode.BACKEND_ERROR and error.retryable):
+            return build("status", ("--idempotency-key", key))
+        if error.code is ErrorCode.CONFIRMATION_REQUIRED:
+            return build("digest", ("--manifest", _path(arguments.get("manifest_path"))))
+        return None
+    if verb in ("cancel", "cleanup") and error.code in _LOOK_UP_BY_KEY | {ErrorCode.BACKEND_ERROR}:
+        return build("status", ("--run", run_id))
+    if verb == "cleanup" and details.get("reason") == "run_active":
+        return build("status", ("--run", run_id), ("--wait", str(DEFAULT_WAIT_S)))
+    return None
+
+
+def details_for_cli(details: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`details.argument` names the flag in the CLI (as a usage error does), not the tool argument."""
+    if not details:
+        return None if details is None else dict(details)
+    shown = dict(details)
+    argument = shown.get("argument")
+    if isinstance(argument, str) and argument in FLAGS:
+        shown["argument"] = FLAGS[argument]
+    return shown
+
+
+def for_cli(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> tuple[Envelope, str | None]:
+    """The envelope as the CLI prints it (notice and message reworded, the flag named), and the
+    next command. The JSON form carries the command at the end of its notice."""
+    nxt = next_command(verb, arguments, envelope)
+    notice = translate(envelope.notice)
+    if nxt is not None:
+        notice = f"{notice} Next command: {nxt}"
+    update: dict[str, Any] = {"notice": notice}
+    if envelope.error is not None:
+        update["error"] = envelope.error.model_copy(update={
+            "message": translate(envelope.error.message), "details": details_for_cli(envelope.error.details)})
+    return envelope.model_copy(update=update), nxt

@@ -1,0 +1,241 @@
+"""What `ito-training` prints: a short human form per verb, the exact JSON, and the progress bar.
+
+Every line passes the egress (`egress.py`) on the way out, after the envelope as a whole did: no
+raw control or bidi character reaches the terminal, whatever a manifest or a backend put in a
+string. Only the review summary (multi-line by design, built by this server) keeps line breaks.
+Human output names fields in words (`run id`, not `run_id`); `--json` prints the envelope's own
+keys.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import unicodedata
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from .egress import clean_envelope, clean_line, clean_text
+from .envelope import Envelope
+
+WRAP = 100
+_INDENT = "  "
+
+
+def words(key: str) -> str:
+    return key.replace("_", " ")
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def tree(value: Any, indent: str = "") -> list[str]:
+    """Any JSON value as indented `key: value` lines, keys in words."""
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, dict | list) and item:
+                if isinstance(item, list) and all(not isinstance(x, dict | list) for x in item):
+                    lines.append(f"{indent}{words(key)}: {', '.join(_scalar(x) for x in item)}")
+                else:
+                    lines.append(f"{indent}{words(key)}:")
+                    lines.extend(tree(item, indent + _INDENT))
+            else:
+                lines.append(f"{indent}{words(key)}: {_scalar(item) if item != [] and item != {} else '(none)'}")
+    elif isinstance(value, list):
+        for item in value:
+            sub = tree(item, indent + _INDENT)
+            if sub:
+                lines.append(f"{indent}- {sub[0].lstrip()}")
+                lines.extend(sub[1:])
+            else:
+                lines.append(f"{indent}- {_scalar(item)}")
+    else:
+        lines.append(f"{indent}{_scalar(value)}")
+    return lines
+
+
+def _stages(stages: list[dict[str, Any]]) -> list[str]:
+    width = max((len(str(s.get("name", ""))) for s in stages), default=0)
+    lines = []
+    for stage in stages:
+        gate = stage.get("gate") or {}
+        evals = gate.get("evals") or {}
+        shown = ", ".join(f"{k} {_scalar(v)}" for k, v in evals.items()) if isinstance(evals, dict) else ""
+        lines.append(f"{_INDENT}{stage.get('name', '')!s:<{width}}  {stage.get('state', '')}"
+                     f"  gate {gate.get('status', '-')}" + (f" ({shown})" if shown else ""))
+    return lines
+
+
+def _check(data: dict[str, Any]) -> list[str]:
+    lines = [f"Training is available ({data.get('contract_version', '')}; operations: "
+             f"{', '.join(data.get('operations') or [])})."]
+    booking = data.get("booking")
+    if isinstance(booking, dict):
+        topo = booking.get("gpu_topology") or {}
+        said = "eligible" if booking.get("eligible") else f"NOT eligible ({booking.get('reason')})"
+        lines.append(f"Booking {booking.get('booking_id')}: {said}")
+        lines.append(f"{_INDENT}{topo.get('nodes')} nodes x {topo.get('gpus_per_node')} {topo.get('gpu')}, "
+                     f"{booking.get('fabric')}, {booking.get('region')}; term ends {booking.get('term_ends_at')}")
+    return lines
+
+
+def _run(data: dict[str, Any]) -> list[str]:
+    if data.get("found") is False:
+        return [f"No run exists for idempotency key {data.get('idempotency_key')}."]
+    lines = [f"Run {data.get('run_id')}: {data.get('state') or data.get('action', '') + ' done'}"]
+    if "created" in data:
+        lines[0] += " (created now)" if data["created"] else " (already existed: nothing new was created)"
+    for key in ("booking_id", "manifest_sha256", "idempotency_key", "submit_idempotency_key", "updated_at"):
+        if data.get(key) is not None:
+            lines.append(f"{_INDENT}{words(key)}: {data[key]}")
+    if data.get("stages"):
+        lines.append("Stages:")
+        lines.extend(_stages(data["stages"]))
+    if data.get("failed_gates"):
+        lines.append(f"Failed gates: {', '.join(data['failed_gates'])}")
+    wait = data.get("wait")
+    if isinstance(wait, dict) and wait.get("timed_out"):
+        lines.append("The wait ended before the run finished.")
+    if data.get("cleaned") is not None:
+        lines.append(f"Cleaned up: {', '.join(data['cleaned']) or '(nothing)'}")
+    if "booking_untouched" in data:
+        lines.append(f"Booking untouched: {_scalar(data['booking_untouched'])}")
+    return lines
+
+
+def _logs(data: dict[str, Any]) -> list[str]:
+    lines = [f"Log of run {data.get('run_id')}:"]
+    for line in data.get("lines") or []:
+        stage = f" [{line.get('stage')}]" if line.get("stage") else ""
+        lines.append(f"{_INDENT}{line.get('ts')}{stage} {line.get('message')}")
+    lines.append(f"next cursor: {data['next_cursor']}" if data.get("next_cursor") else "(end of the log for now)")
+    return lines
+
+
+def _checkpoints(data: dict[str, Any]) -> list[str]:
+    rows = data.get("checkpoints") or []
+    lines = [f"Checkpoints of run {data.get('run_id')}: {len(rows)}"]
+    for row in rows:
+        lines.append(f"{_INDENT}step {row.get('step')}  {row.get('size_bytes')} bytes  {row.get('uri')}  "
+                     f"({row.get('checkpoint_id')}, {row.get('created_at')})")
+    return lines
+
+
+def _digest(data: dict[str, Any]) -> list[str]:
+    return clean_text(str(data.get("review_text", "")), multiline=True).split("\n")
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "check": _check, "digest": _digest, "train": _run, "status": _run, "cancel": _run, "cleanup": _run,
+    "logs": _logs, "checkpoints": _checkpoints,
+}
+
+
+def _wrap(text: str, prefix: str = "") -> list[str]:
+    return textwrap.wrap(text, width=WRAP, initial_indent=prefix, subsequent_indent=" " * len(prefix),
+                         break_long_words=False, break_on_hyphens=False) or [prefix.rstrip()]
+
+
+def render_human(envelope: Envelope, verb: str | None = None, next_command: str | None = None) -> str:
+    """A short readable form of a (CLI-worded) envelope; `--json` is the exact one."""
+    envelope = clean_envelope(envelope)
+    notice = envelope.notice
+    if next_command is not None:
+        notice = notice.removesuffix(f" Next command: {next_command}")
+    if envelope.error is not None:
+        err = envelope.error
+        lines = [f"REFUSED {err.code.value}" + (f" (gate: {err.gate.value})" if err.gate else "")]
+        lines.append(err.message)  # not wrapped: it may hold a command (chmod 600 PATH) to copy whole
+        details = dict(err.details or {})
+        for finding in details.pop("findings", []):
+            lines.append(f"  at {finding['pointer'] or '/'}: {finding['kind']}")
+        for problem in details.pop("problems", []):
+            lines.append(f"  at {problem['pointer'] or '/'}: {problem['problem']}")
+        lines += tree(details, _INDENT)
+        lines += _wrap(notice, "Next: ")
+    else:
+        data = envelope.data or {}
+        renderer = RENDERERS.get(verb or "")
+        lines = ["OK", *(renderer(data) if renderer is not None else tree(data))]
+        lines += _wrap(notice)
+    if next_command is not None:
+        lines.append(f"Next command: {next_command}")
+    lines.append(f"(live API contacted: {'yes' if envelope.live_api_contacted else 'no'})")
+    return "\n".join(clean_line(line) for line in lines)
+
+
+def render_json(envelope: Envelope) -> str:
+    """The envelope after the egress, as JSON."""
+    return clean_envelope(envelope).to_json(indent=2)
+
+
+# ---------------------------------------------------------------------------- the progress bar
+
+
+def display_width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 0 if unicodedata.combining(ch) else 1
+               for ch in text)
+
+
+def fit(text: str, columns: int) -> str:
+    """`text` cut to at most `columns` display columns, with an ellipsis when cut."""
+    if display_width(text) <= columns:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = display_width(ch)
+        if used + w > columns - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+class ProgressBar:
+    """One line on a terminal, redrawn in place: a bar of value/total and the core's words for where
+    the thing is (the run's stage n of total, the request's state). Never wider than the terminal
+    (one column is left free so no terminal wraps), never a raw control character but the leading
+    carriage return, and the line is finished with a newline once if anything was drawn."""
+
+    BAR = 20  # the bar's width on a terminal of 80 columns or more; narrower ones give the words the room
+
+    def __init__(self, terminal: TextIO) -> None:
+        self.terminal = terminal
+        self.drawn = 0  # display width of the last line drawn
+
+    def columns(self) -> int:
+        try:
+            return max(os.get_terminal_size(self.terminal.fileno()).columns, 10)
+        except (OSError, ValueError, AttributeError):
+            return 80
+
+    def line(self, value: float, total: float | None, message: str | None, columns: int) -> str:
+        words_ = clean_line(message or "")  # the core cleaned it; cleaning is idempotent and cheap
+        size = max(0, min(self.BAR, (columns - 40) // 2))
+        if total and size >= 5:
+            filled = max(0, min(size, int(size * value / total)))
+            head = f"[{'#' * filled}{'.' * (size - filled)}] "
+        else:
+            head = ""
+        return fit(head + words_, columns - 1)
+
+    async def __call__(self, value: float, total: float | None, message: str | None) -> None:
+        text = self.line(value, total, message, self.columns())
+        width = display_width(text)
+        self.terminal.write("\r" + text + " " * max(0, self.drawn - width))
+        self.terminal.flush()
+        self.drawn = width
+
+    def finish(self) -> None:
+        if self.drawn:
+            self.terminal.write("\n")
+            self.terminal.flush()
+            self.drawn = 0

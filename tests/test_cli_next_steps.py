@@ -1,0 +1,251 @@
+"""The CLI speaks to a person: next steps name CLI verbs and flags, never MCP tools and arguments.
+
+The core writes notices for agents. The CLI rewrites them through one mapping (tool -> verb,
+argument -> flag, `data.x` -> words). These tests render, through the CLI's own renderers (human
+and `--json`), every code's next step in the registry, every success notice in
+`service/notices.py`, the core's situation-specific next steps and every gate-0 refusal message,
+and assert that no tool name and no snake_case argument name survives. A notice added to the core
+in a new phrasing fails here until the CLI covers it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from typing import Any
+
+import pytest
+
+from ito_training_mcp import cli
+from ito_training_mcp.cli_next_steps import FLAGS, VERBS, for_cli, next_command, translate
+from ito_training_mcp.cli_render import render_human, render_json
+from ito_training_mcp.envelope import CODES, Envelope, ErrorCode, Gate, refusal, success
+from ito_training_mcp.errors import Refusal
+from ito_training_mcp.service import TrainingService, notices
+from ito_training_mcp.tool_specs import ALL_TOOLS
+
+TOOL_NAMES = sorted(spec.name for spec in ALL_TOOLS)
+ARGUMENT_NAMES = sorted({name for spec in ALL_TOOLS for name in spec.argument_names})
+SNAKE_ARGUMENTS = [name for name in ARGUMENT_NAMES if "_" in name]
+FORBIDDEN = re.compile(
+    r"(?<![\w-])(" + "|".join(map(re.escape, sorted({*TOOL_NAMES, *VERBS, *SNAKE_ARGUMENTS, *FLAGS}
+                                                   - {"action", "cursor", "limit"}, key=len, reverse=True)))
+    + r")(?![\w])"
+)
+VERB_OF = {spec.name: VERBS[spec.name] for spec in ALL_TOOLS}
+SAMPLE_DATA: dict[str, Any] = {"run_id": "run_1", "state": "running", "stages": []}
+
+
+def leftovers(text: str) -> list[str]:
+    """Tool names and snake_case argument names still in `text` (dashed flags and quoted verbs are fine)."""
+    return FORBIDDEN.findall(text)
+
+
+def cli_outputs(verb: str, envelope: Envelope, arguments: dict[str, Any] | None = None) -> list[str]:
+    """What a person sees: the human form whole, and from the JSON form the words (notice, message)."""
+    shown, nxt = for_cli(verb, arguments or {}, envelope)
+    human = render_human(shown, verb, nxt)
+    wire = json.loads(render_json(shown))
+    words = [wire["notice"]]
+    if wire.get("error"):
+        words.append(wire["error"]["message"])
+        argument = (wire["error"]["details"] or {}).get("argument")
+        if argument is not None:
+            words.append(str(argument))
+    return [human, *words]
+
+
+# ---------------------------------------------------------------------------- the mapping
+
+
+def test_every_tool_has_a_verb_and_every_argument_a_flag() -> None:
+    assert set(TOOL_NAMES) <= set(VERBS)
+    assert set(ARGUMENT_NAMES) <= set(FLAGS)
+    assert len(set(VERBS.values())) == len(VERBS) and len(set(FLAGS.values())) == len(FLAGS)
+
+
+@pytest.mark.parametrize("spec", ALL_TOOLS, ids=lambda s: s.name)
+def test_each_verb_calls_its_tool_and_takes_each_argument_as_its_flag(spec: Any) -> None:
+    verb = VERBS[spec.name]
+    assert cli.COMMANDS[verb].tool == spec.name
+    parser = cli.build_parser().subcommands[verb]
+    for argument in spec.argument_names:
+        assert FLAGS[argument] in parser.known_flags(), (verb, argument)
+
+
+# ---------------------------------------------------------------------------- exhaustive: every notice
+
+
+@pytest.mark.parametrize("code", list(CODES), ids=lambda c: c.value)
+def test_every_codes_next_step_names_cli_verbs_and_flags(code: ErrorCode) -> None:
+    envelope = refusal(code, f"Refused ({code.value}).", live_api_contacted=False, gate=Gate.INPUT,
+                       details={"argument": "idempotency_key", "reason": "x"})
+    for verb in VERB_OF.values():
+        for text in cli_outputs(verb, envelope):
+            assert leftovers(text) == [], (verb, text)
+
+
+def _success_notices() -> list[tuple[str, str]]:
+    """Every notice constant in service/notices.py, and every notice-making function called with
+    each value its parameters can take."""
+    found = [(name, value) for name, value in vars(notices).items() if name.startswith("NOTICE") and isinstance(
+        value, str)]
+    samples: dict[str, list[Any]] = {"action": ["training.cancel", "training.cleanup", "cancel", "cleanup"],
+                                     "run_id": ["run_1"], "request_id": ["creq_1"], "max_wait_s": [55]}
+    for name, function in inspect.getmembers(notices, inspect.isfunction):
+        if function.__module__ != notices.__name__ or name.startswith("_"):
+            continue
+        parameters = list(inspect.signature(function).parameters)
+        choices: list[dict[str, Any]] = [{}]
+        for parameter in parameters:
+            choices = [{**c, parameter: v} for c in choices for v in samples.get(parameter, [55])]
+        for kwargs in choices:
+            text = function(**kwargs)
+            if isinstance(text, str):
+                found.append((f"{name}({kwargs})", text))
+    assert len(found) >= 15
+    return found
+
+
+@pytest.mark.parametrize(("name", "notice"), _success_notices(), ids=lambda v: v if len(v) < 40 else "")
+def test_every_success_notice_names_cli_verbs_and_flags(name: str, notice: str) -> None:
+    del name
+    for verb in VERB_OF.values():
+        for text in cli_outputs(verb, success(dict(SAMPLE_DATA), notice=notice, live_api_contacted=True)):
+            assert leftovers(text) == [], (verb, text)
+
+
+def _core_next_steps() -> list[str]:
+    """The next steps the core writes for a specific situation instead of the registry's."""
+    from ito_training_mcp.backend_client import BackendClient
+    from ito_training_mcp.service import base, lifecycle
+
+    steps = []
+    for action in ("cancel", "cleanup"):
+        for code in ErrorCode:
+            details = {"reason": "run_active"} if code is ErrorCode.VALIDATION_REJECTED else None
+            step = lifecycle._mutation_next_step(Refusal(code, "x", gate=None, details=details), action)
+            if step is not None:
+                steps.append(step)
+        for mutation in (True, False):
+            redirect = BackendClient._redirect(302, Gate.CREATE, mutation)
+            steps += [redirect.next_step or "", redirect.message]
+    for facts in ({"idempotency_key": "key-0000000000000001"},
+                  {"idempotency_key": "key-0000000000000001", "action": "cancel", "run_id": "run_1"},
+                  {"idempotency_key": "key-0000000000000001", "action": "cleanup", "run_id": "run_1"}):
+        for sent in (True, False):
+            call = base.Call(tool="submit_training", facts=dict(facts), mutation_sent=sent)
+            interrupted = base._interrupted(call)
+            steps.append(interrupted.notice)
+    return steps
+
+
+@pytest.mark.parametrize("step", _core_next_steps())
+def test_the_cores_specific_next_steps_name_cli_verbs_and_flags(step: str) -> None:
+    for verb in ("train", "cancel", "cleanup", "status"):
+        envelope = refusal(ErrorCode.SUBMISSION_OUTCOME_UNKNOWN, "x", live_api_contacted=True, gate=Gate.CREATE,
+                           next_step=step)
+        for text in cli_outputs(verb, envelope):
+            assert leftovers(text) == [], (verb, text)
+
+
+def _bad_values(schema: dict[str, Any]) -> list[Any]:
+    return [5, "", "x" * 300, "a b", -1, 10**6, True, None]
+
+
+@pytest.mark.parametrize("spec", ALL_TOOLS, ids=lambda s: s.name)
+async def test_every_gate_zero_refusal_names_flags(spec: Any) -> None:
+    """Each argument in turn made malformed (and one missing): the core's gate-0 message, through the CLI."""
+    good: dict[str, Any] = {"booking_id": "bk_1", "manifest_path": "/tmp/m.json", "confirmation_ref": "cf_1",
+                            "idempotency_key": "k" * 16, "run_id": "run_1", "request_id": "creq_1",
+                            "action": "training.cancel", "wait_seconds": 0, "cursor": "c", "limit": 5}
+    service = TrainingService({})
+    seen = 0
+    for argument in sorted(spec.argument_names):
+        for bad in _bad_values({}):
+            arguments = {a: good[a] for a in spec.argument_names} | {argument: bad}
+            envelope = await service.invoke(spec.name, {k: v for k, v in arguments.items() if v is not None})
+            if envelope.error is None or envelope.error.gate is not Gate.INPUT:
+                continue
+            seen += 1
+            for text in cli_outputs(VERBS[spec.name], envelope, arguments):
+                assert leftovers(text) == [], text
+    assert seen > 0 or not spec.argument_names
+
+
+# ---------------------------------------------------------------------------- the words themselves
+
+
+@pytest.mark.parametrize(("agent", "person"), [
+    ("call training_status with the same idempotency_key",
+     "run 'ito-training status' with the same --idempotency-key"),
+    ("Call training_logs again with cursor = data.next_cursor.",
+     "Run 'ito-training logs' again with --cursor set to the result's next cursor."),
+    ("(data.run_id)", "(the result's run id)"),
+    ("the reason in error.details.reason", "the reason in the reason in the error details"),
+    ("The argument run_id must be a string.", "The flag --run must be a string."),
+    ("optionally with wait_seconds", "optionally with --wait"),
+    ("cancelled with cancel_training (its own confirmation)", "cancelled with 'ito-training cancel' (its own "
+                                                              "confirmation)"),
+    ("every data reference and the data policy", "every data reference and the data policy"),
+])
+def test_translation_examples(agent: str, person: str) -> None:
+    assert translate(agent) == person
+
+
+# ---------------------------------------------------------------------------- the next command
+
+
+def _submitted(created: bool = True) -> Envelope:
+    return success({"run_id": "run_42", "state": "queued", "created": created, "idempotency_key": "k" * 16,
+                    "stages": []}, notice=notices.NOTICE_CREATED, live_api_contacted=True)
+
+
+@pytest.mark.parametrize(("verb", "arguments", "envelope", "expected"), [
+    ("train", {}, _submitted(), "ito-training status --run run_42 --wait 55"),
+    ("status", {"run_id": "run_42"}, success({"run_id": "run_42", "found": True, "terminal": False},
+                                             notice="n", live_api_contacted=True),
+     "ito-training status --run run_42 --wait 55"),
+    ("status", {}, success({"run_id": "run_42", "found": True, "terminal": True}, notice="n",
+                           live_api_contacted=True), "ito-training logs --run run_42"),
+    ("logs", {"run_id": "run_42"}, success({"run_id": "run_42", "next_cursor": "log-7", "lines": []}, notice="n",
+                                           live_api_contacted=True),
+     "ito-training logs --run run_42 --cursor log-7"),
+    ("logs", {"run_id": "run_42"}, success({"run_id": "run_42", "next_cursor": None, "lines": []}, notice="n",
+                                           live_api_contacted=True), None),
+    ("train", {"idempotency_key": "key-of-the-first-try"},
+     refusal(ErrorCode.SUBMISSION_OUTCOME_UNKNOWN, "m", live_api_contacted=True, gate=Gate.CREATE),
+     "ito-training status --idempotency-key key-of-the-first-try"),
+    ("cancel", {"run_id": "run_42"},
+     refusal(ErrorCode.SUBMISSION_OUTCOME_UNKNOWN, "m", live_api_contacted=True, gate=Gate.CREATE),
+     "ito-training status --run run_42"),
+    ("digest", {}, success({"path": "/tmp/a b/m.json", "sha256": "0" * 64}, notice="n", live_api_contacted=False),
+     "ito-training train --booking BOOKING_ID --manifest '/tmp/a b/m.json' --confirmation-ref REF "
+     "--idempotency-key KEY"),
+])
+def test_the_next_command(verb: str, arguments: dict[str, Any], envelope: Envelope, expected: str | None) -> None:
+    assert next_command(verb, arguments, envelope) == expected
+    shown, nxt = for_cli(verb, arguments, envelope)
+    if expected is not None:
+        assert shown.notice.endswith(f"Next command: {expected}")
+        assert f"\nNext command: {expected}\n" in render_human(shown, verb, nxt)
+
+
+@pytest.mark.parametrize("hostile", ["run 1; rm -rf ~", "run_1\u202e", "$(reboot)", "x" * 300, "ghp_" + "a1" * 18])
+def test_values_that_are_not_clean_identifiers_become_placeholders(hostile: str) -> None:
+    envelope = success({"run_id": hostile, "found": True, "terminal": False}, notice="n", live_api_contacted=True)
+    assert next_command("status", {}, envelope) == "ito-training status --run RUN_ID --wait 55"
+    refused = refusal(ErrorCode.SUBMISSION_OUTCOME_UNKNOWN, "m", live_api_contacted=True, gate=Gate.CREATE,
+                      details={"idempotency_key": hostile})
+    assert next_command("train", {"idempotency_key": hostile}, refused) == \
+        "ito-training status --idempotency-key KEY"
+
+
+def test_a_gate_zero_refusal_repeats_nothing_typed() -> None:
+    envelope = refusal(ErrorCode.INVALID_INPUT, "The argument run_id must be ...", live_api_contacted=False,
+                       gate=Gate.INPUT, details={"argument": "run_id", "problem": "format"})
+    shown, nxt = for_cli("status", {"run_id": "typed-by-someone"}, envelope)
+    assert nxt is None
+    assert shown.error is not None and shown.error.details == {"argument": "--run", "problem": "format"}
+    assert "typed-by-someone" not in render_human(shown, "status", nxt) + render_json(shown)
