@@ -184,36 +184,41 @@ class ServiceBase:
         settings = ManifestSettings.from_env(self.env)
         return await anyio.to_thread.run_sync(digest_manifest_file, path, settings)
 
-    async def _gate_capabilities(self, api: BackendClient, settings: BackendSettings) -> Capabilities:
-        """Gate 3: the backend offers training and every lifecycle operation. No credential yet."""
+    async def _gate_capabilities(
+        self, api: BackendClient, settings: BackendSettings, operations: tuple[str, ...] = ()
+    ) -> Capabilities:
+        """Gate 3: the backend offers training and every lifecycle operation (and `operations`, which
+        the person's-step tools add). No credential yet."""
         from ..backend_models import CONTRACT_VERSION, REQUIRED_OPERATIONS, Capabilities
 
         origin = settings.endpoint.base_url
         cached = self._capabilities_cache.get(origin)
-        if cached is not None and time.monotonic() < cached[0]:
-            return cached[1]
-        _, caps = await api.request("GET", "/v1/capabilities", Capabilities, gate=Gate.CAPABILITIES, auth=False)
-        if caps.contract_version != CONTRACT_VERSION:
-            raise Refusal(
-                ErrorCode.TRAINING_UNAVAILABLE,
-                f"The backend speaks a contract version this client does not support (expected {CONTRACT_VERSION}).",
-                gate=Gate.CAPABILITIES, details={"reason": "contract_version_unsupported"},
-            )
-        if not caps.training.available:
-            raise Refusal(
-                ErrorCode.TRAINING_UNAVAILABLE,
-                "The canonical backend reports that managed training is not available.",
-                gate=Gate.CAPABILITIES, details={"reason": "backend_reports_unavailable"},
-            )
-        missing = [op for op in REQUIRED_OPERATIONS if op not in caps.training.operations]
+        fetched = cached is None or time.monotonic() >= cached[0]
+        if not fetched and cached is not None:
+            caps = cached[1]
+        else:
+            _, caps = await api.request("GET", "/v1/capabilities", Capabilities, gate=Gate.CAPABILITIES, auth=False)
+            if caps.contract_version != CONTRACT_VERSION:
+                raise Refusal(
+                    ErrorCode.TRAINING_UNAVAILABLE,
+                    f"The backend speaks a contract version this client does not support (expected "
+                    f"{CONTRACT_VERSION}).",
+                    gate=Gate.CAPABILITIES, details={"reason": "contract_version_unsupported"},
+                )
+            if not caps.training.available:
+                raise Refusal(
+                    ErrorCode.TRAINING_UNAVAILABLE,
+                    "The canonical backend reports that managed training is not available.",
+                    gate=Gate.CAPABILITIES, details={"reason": "backend_reports_unavailable"},
+                )
+        missing = [op for op in (*REQUIRED_OPERATIONS, *operations) if op not in caps.training.operations]
         if missing:
             raise Refusal(
                 ErrorCode.LIFECYCLE_INCOMPLETE,
-                "The backend does not offer every lifecycle operation a training run needs: "
-                + ", ".join(missing) + ".",
+                "The backend does not offer every operation this needs: " + ", ".join(missing) + ".",
                 gate=Gate.CAPABILITIES, details={"missing_operations": missing},
             )
-        if settings.capabilities_ttl_s > 0:
+        if fetched and settings.capabilities_ttl_s > 0 and not missing:
             self._capabilities_cache[origin] = (time.monotonic() + settings.capabilities_ttl_s, caps)
         return caps
 
@@ -292,11 +297,14 @@ class ServiceBase:
     # ------------------------------------------------------------------ lifecycle (read-only)
 
     @asynccontextmanager
-    async def _authenticated(self, call: Call) -> AsyncIterator[tuple[BackendClient, BackendSettings]]:
-        """Gates 1 and 3, then the credential: what every lifecycle operation needs first."""
+    async def _authenticated(
+        self, call: Call, operations: tuple[str, ...] = ()
+    ) -> AsyncIterator[tuple[BackendClient, BackendSettings]]:
+        """Gates 1 and 3 (with any `operations` beyond the lifecycle's), then the credential: what every
+        lifecycle operation needs first."""
         settings = self._gate_availability()                             # 1 availability
         async with self._backend(settings, call) as api:
-            await self._gate_capabilities(api, settings)                 # 3 capabilities
+            await self._gate_capabilities(api, settings, operations)     # 3 capabilities
             self._authenticate(api)
             yield api, settings
 
