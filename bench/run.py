@@ -26,13 +26,15 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import anyio
+from common import Result, Row, percentile, ratio, summary
+from digest_bench import bench_digest, bench_digest_hostile, write_private
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
@@ -52,69 +54,15 @@ class Plan:
     digest_reps: int
     digest_breakdown_reps: int
     warm_submits: int
+    hostile_reps: int
     concurrent_submits: int = 64
     concurrent_keys: int = 16
 
 
 FULL = Plan(cold_pairs=11, latency_calls=400, latency_warmup=30, digest_reps=9, digest_breakdown_reps=3,
-            warm_submits=20)
+            warm_submits=20, hostile_reps=5)
 QUICK = Plan(cold_pairs=3, latency_calls=100, latency_warmup=10, digest_reps=3, digest_breakdown_reps=0,
-             warm_submits=5)
-
-
-@dataclass
-class Row:
-    """One line of the printed table and of results.json."""
-
-    measure: str
-    subject: float
-    baseline: float | None
-    unit: str
-    ratio: float | None
-    goal: str
-    passed: bool | None  # None: reported only, no goal
-
-
-@dataclass
-class Result:
-    name: str
-    title: str
-    rows: list[Row]
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool | None:
-        verdicts = [r.passed for r in self.rows if r.passed is not None]
-        return None if not verdicts else all(verdicts)
-
-
-# ---------------------------------------------------------------------- statistics
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
-    ordered = sorted(values)
-    if not ordered:
-        raise ValueError("no values")
-    pos = (len(ordered) - 1) * q / 100.0
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
-def ratio(subject: float, baseline: float) -> float:
-    return subject / baseline if baseline > 0 else float("inf")
-
-
-def summary(values: Sequence[float]) -> dict[str, float]:
-    return {
-        "n": len(values),
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "p50": percentile(values, 50),
-        "p99": percentile(values, 99),
-    }
+             warm_submits=5, hostile_reps=1)
 
 
 # ---------------------------------------------------------------------- MCP servers over stdio
@@ -255,132 +203,6 @@ async def bench_latency(plan: Plan) -> Result:
         raw={"ito": summary([x * ms for x in ito]), "echo": summary([x * ms for x in echo]),
              "ito_ms": [round(x * ms, 4) for x in ito], "echo_ms": [round(x * ms, 4) for x in echo],
              "calls_each": plan.latency_calls, "warmup_each": plan.latency_warmup, "client_mode": CLIENT_MODE},
-    )
-
-
-# ---------------------------------------------------------------------- digest_manifest
-
-
-def build_large_manifest(target_bytes: int = MIB) -> bytes:
-    """A valid ito.training.manifest.v1 of about `target_bytes`: the example with 256 long data refs.
-
-    Within the schema's limits: data <= 256 items, description <= 2000 characters, URIs <= 2048
-    characters (no whitespace, query, fragment or '@'), labels <= 200 characters.
-    """
-    base = json.loads(EXAMPLE_MANIFEST.read_bytes())
-    base["description"] = ("Benchmark manifest: the example run with 256 long but valid data references. " * 30)[:2000]
-    template = base["data"][0]
-
-    def entry(i: int, uri_len: int, report_len: int) -> dict[str, Any]:
-        def padded(prefix: str, length: int) -> str:
-            filler = "".join(f"/part-{i:03d}-{j:04d}" for j in range(length // 14 + 2))
-            return (prefix + filler)[:length]
-
-        return {
-            "name": f"support-corpus-shard-{i:03d}",
-            "uri": padded(f"s3://acme-ml-data/support/shard-{i:03d}", uri_len),
-            "revision": "sha256:" + hashlib.sha256(f"shard-{i}".encode()).hexdigest(),
-            "decontamination": {
-                **template["decontamination"],
-                "eval_suites": ["mmlu", "gsm8k", "humaneval", "acme-support-heldout", f"acme-shard-{i:03d}-heldout"],
-                "report": padded(f"s3://acme-ml-data/reports/decontam-shard-{i:03d}", report_len),
-            },
-        }
-
-    def render(uri_len: int, report_len: int) -> bytes:
-        doc = {**base, "data": [entry(i, uri_len, report_len) for i in range(256)]}
-        return json.dumps(doc, indent=2).encode()
-
-    small = render(100, 100)
-    per_entry = (target_bytes - len(small)) // 256
-    uri_extra = min(per_entry // 2, 2048 - 100)
-    report_extra = min(per_entry - uri_extra, 2048 - 100)
-    return render(100 + uri_extra, 100 + report_extra)
-
-
-def write_private(directory: Path, name: str, content: bytes) -> str:
-    path = directory / name
-    path.write_bytes(content)
-    os.chmod(path, 0o600)
-    return str(path)
-
-
-async def bench_digest(plan: Plan, workdir: Path) -> Result:
-    from ito_training_mcp import secret_scan, strict_json
-    from ito_training_mcp.manifest import TrainingManifest, review_text
-    from ito_training_mcp.safe_read import read_regular_file
-    from ito_training_mcp.service import TrainingService
-
-    content = build_large_manifest()
-    path = write_private(workdir, "large-manifest.json", content)
-    service = TrainingService({"ITO_TRAINING_MANIFEST_MAX_BYTES": str(2 * MIB)})
-    check = await service.digest_manifest(path)
-    if not check.ok or check.data is None or check.data["sha256"] != hashlib.sha256(content).hexdigest():
-        raise RuntimeError(f"the large manifest was not accepted: {check.to_dict().get('error')}")
-
-    def baseline() -> None:
-        hashlib.sha256(content).hexdigest()
-        json.loads(content)
-
-    tool: list[float] = []
-    base: list[float] = []
-    for i in range(plan.digest_reps):
-        for label in (("tool", "base") if i % 2 == 0 else ("base", "tool")):
-            started = time.perf_counter()
-            if label == "tool":
-                await service.digest_manifest(path)
-            else:
-                baseline()
-            (tool if label == "tool" else base).append(time.perf_counter() - started)
-
-    small_path = write_private(workdir, "example-manifest.json", EXAMPLE_MANIFEST.read_bytes())
-    small_bytes = EXAMPLE_MANIFEST.read_bytes()
-    small_tool: list[float] = []
-    small_base: list[float] = []
-    for _ in range(max(plan.digest_reps, 9)):
-        started = time.perf_counter()
-        await service.digest_manifest(small_path)
-        small_tool.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        hashlib.sha256(small_bytes).hexdigest()
-        json.loads(small_bytes)
-        small_base.append(time.perf_counter() - started)
-
-    # Where the time goes: the stages of gate 2 and of the summary, timed one by one.
-    stages: dict[str, list[float]] = {k: [] for k in
-                                      ("secure_read", "strict_json", "secret_scan", "model_validate", "summary")}
-    for _ in range(plan.digest_breakdown_reps):
-        t0 = time.perf_counter()
-        file = read_regular_file(path, max_bytes=2 * MIB, roots=None)
-        t1 = time.perf_counter()
-        document = strict_json.loads(file.content)
-        t2 = time.perf_counter()
-        secret_scan.scan(document)
-        t3 = time.perf_counter()
-        manifest = TrainingManifest.model_validate(document, strict=True)
-        t4 = time.perf_counter()
-        review = manifest.review()
-        review_text(review, file.sha256)
-        t5 = time.perf_counter()
-        for key, value in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True):
-            value_ms = value * 1000.0
-            stages[key].append(value_ms)
-
-    ms = 1000.0
-    tool_ms, base_ms = statistics.median(tool) * ms, statistics.median(base) * ms
-    r = ratio(tool_ms, base_ms)
-    small_ms, small_base_ms = statistics.median(small_tool) * ms, statistics.median(small_base) * ms
-    return Result(
-        "digest_manifest",
-        f"digest_manifest of a {len(content) / MIB:.2f} MiB manifest vs sha256 + json.loads (in-process)",
-        [
-            Row("median (ms), ~1 MiB manifest", tool_ms, base_ms, "ms", r, "<= 3x", r <= 3.0),
-            Row(f"median (ms), example ({len(small_bytes)} B)", small_ms, small_base_ms, "ms",
-                ratio(small_ms, small_base_ms), "report", None),
-        ],
-        raw={"manifest_bytes": len(content), "data_refs": 256, "tool_ms": [x * ms for x in tool],
-             "baseline_ms": [x * ms for x in base], "reps": plan.digest_reps,
-             "stage_median_ms": {k: statistics.median(v) for k, v in stages.items() if v}},
     )
 
 
@@ -532,6 +354,11 @@ async def bench_concurrent(plan: Plan, tenant: Tenant, warm_median_ms: float) ->
                 new_runs == plan.concurrent_keys and max(per_key_runs) == 1),
             Row("wall (ms) vs 64 x warm median", wall_ms, sequential_ms, "ms", ratio(wall_ms, sequential_ms),
                 "report", None),
+            # Cold caches: one capabilities and one identity request in flight, shared by every call.
+            Row("cold GET /v1/capabilities (want 1)", requests["GET capabilities"], len(envelopes), "req", None,
+                "== 1", requests["GET capabilities"] == 1),
+            Row("cold GET /v1/me (want 1)", requests["GET me"], len(envelopes), "req", None, "== 1",
+                requests["GET me"] == 1),
         ],
         raw={"wall_ms": wall_ms, "runs_created": new_runs, "runs_per_key": per_key_runs,
              "outcomes": dict(outcomes), "all_ok": all(e.ok for e in envelopes),
@@ -569,6 +396,8 @@ def fmt(value: float | None, unit: str) -> str:
         return "-"
     if unit in ("req", "runs"):
         return f"{value:g}"
+    if unit == "x":
+        return f"{value:.2f}x"
     if unit == "s":
         return f"{value:.3f} s"
     return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
@@ -598,18 +427,24 @@ def to_json(res: Result) -> dict[str, Any]:
     }
 
 
-async def run_all(plan: Plan, progress: Callable[[str], None]) -> list[Result]:
+async def run_all(plan: Plan, progress: Callable[[str], None], only: str | None = None) -> list[Result]:
     from ito_training_mcp.reference_backend import ReferenceBackend
 
     results: list[Result] = []
     workdir = Path(tempfile.mkdtemp(prefix="ito-bench-"))  # mode 0700, owned by us: a safe manifest home
     try:
-        progress("cold start (spawn -> initialize -> tools/list)")
-        results.append(await bench_cold_start(plan))
-        progress("stdio latency (refused check vs echo)")
-        results.append(await bench_latency(plan))
-        progress("digest_manifest on ~1 MiB")
-        results.append(await bench_digest(plan, workdir))
+        if only in (None, "startup"):
+            progress("cold start (spawn -> initialize -> tools/list)")
+            results.append(await bench_cold_start(plan))
+            progress("stdio latency (refused check vs echo)")
+            results.append(await bench_latency(plan))
+        if only in (None, "digest"):
+            progress("digest_manifest on two ~1 MiB shapes")
+            results.append(await bench_digest(plan.digest_reps, plan.digest_breakdown_reps, workdir))
+            progress("digest_manifest on hostile inputs")
+            results.append(await bench_digest_hostile(plan.hostile_reps, workdir))
+        if only not in (None, "submit"):
+            return results
         progress("submit_training against the reference backend")
         with ReferenceBackend() as backend:
             tenant = new_tenant(backend, workdir)
@@ -627,6 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke mode: fewer repetitions (well under 30 s)")
     parser.add_argument("--out", default=str(BENCH / "results.json"), help="where to write the JSON results")
+    parser.add_argument("--only", choices=("startup", "digest", "submit"),
+                        help="run one group of benchmarks (results go to --out as usual)")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     started = time.perf_counter()
@@ -634,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(message: str) -> None:
         print(f"[{time.perf_counter() - started:6.1f} s] {message}", file=sys.stderr, flush=True)
 
-    results = anyio.run(run_all, plan, progress)
+    results = anyio.run(run_all, plan, progress, args.only)
     duration = time.perf_counter() - started
     print(table(results))
     print(f"\nmode: {'quick' if args.quick else 'full'}; {duration:.1f} s; "

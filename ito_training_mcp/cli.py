@@ -3,6 +3,9 @@
 `--json` prints the envelope exactly as the MCP tools return it. The exit code is 0 iff ok,
 1 for a refusal, 2 for a usage error (which is also printed as an INVALID_INPUT envelope).
 Argument errors never echo what was typed: a mistyped flag may be followed by a secret.
+Everything printed passes the egress (`egress.py`): no raw control or bidi character reaches the
+terminal, whatever a manifest or a backend put in a string. Ctrl-C ends with an envelope too (exit
+1, never a traceback): for a mutation that may have been sent, SUBMISSION_OUTCOME_UNKNOWN.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TextIO
 
+from .egress import clean_envelope, clean_line, clean_text
 from .envelope import Envelope, ErrorCode, Gate, refusal
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
@@ -146,7 +150,9 @@ def _usage_envelope(error: UsageError) -> Envelope:
 
 
 def render_human(envelope: Envelope) -> str:
-    """A short readable form; `--json` is the exact one."""
+    """A short readable form; `--json` is the exact one. Every line passes the egress, and only the
+    review text (multi-line by design, built by this server) keeps its line breaks."""
+    envelope = clean_envelope(envelope)
     if envelope.error is not None:
         err = envelope.error
         lines = [f"REFUSED {err.code.value}" + (f" (gate: {err.gate.value})" if err.gate else ""), err.message]
@@ -159,12 +165,26 @@ def render_human(envelope: Envelope) -> str:
         data = envelope.data or {}
         lines = ["OK"]
         if "review_text" in data:
-            lines.append(str(data["review_text"]))
+            lines.extend(clean_text(str(data["review_text"]), multiline=True).split("\n"))
         else:
-            lines.append(json.dumps(data, indent=2, ensure_ascii=False))
+            lines.extend(json.dumps(data, indent=2, ensure_ascii=False).split("\n"))
         lines.append(envelope.notice)
     lines.append(f"(live API contacted: {'yes' if envelope.live_api_contacted else 'no'})")
-    return "\n".join(lines)
+    return "\n".join(clean_line(line) for line in lines)
+
+
+def render_json(envelope: Envelope) -> str:
+    """The envelope as the MCP tools return it, after the egress."""
+    return clean_envelope(envelope).to_json(indent=2)
+
+
+def interrupted_envelope() -> Envelope:
+    """Ctrl-C outside a tool call (while starting or printing): nothing was sent."""
+    return refusal(
+        ErrorCode.BACKEND_TIMEOUT, "Interrupted before the call started. Nothing was sent.",
+        live_api_contacted=False, gate=None, details={"interrupted": True},
+        next_step="Tell the user the command was interrupted; nothing changed. Run it again when asked to.",
+    )
 
 
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
@@ -191,47 +211,86 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     except UsageError as exc:
         envelope = _usage_envelope(exc)
         if want_json:
-            print(envelope.to_json(indent=2), file=stdout)
+            print(render_json(envelope), file=stdout)
         else:
-            print(exc.message, file=stderr)
+            print(clean_line(exc.message), file=stderr)
         return EXIT_USAGE
 
     if args.command in ("backend", "desk", "skill"):  # only reachable after other options: these own their options
         envelope = _usage_envelope(UsageError(f"ito-training {args.command} must be the first argument; it takes "
                                               f"its own options (see 'ito-training {args.command} --help').",
                                               argument="command"))
-        print(envelope.to_json(indent=2) if want_json else envelope.error.message if envelope.error else "",
+        print(render_json(envelope) if want_json else clean_line(envelope.error.message if envelope.error else ""),
               file=stdout if want_json else stderr)
         return EXIT_USAGE
     command = COMMANDS[args.command]
     envelope = _dispatch(command.tool, command.build(args), stderr if stderr.isatty() else None)
-    print(envelope.to_json(indent=2) if args.json else render_human(envelope), file=stdout)
+    print(render_json(envelope) if args.json else render_human(envelope), file=stdout)
     return EXIT_OK if envelope.ok else EXIT_REFUSED
 
 
 def _dispatch(tool: str, arguments: dict[str, Any], terminal: TextIO | None = None) -> Envelope:
+    """Run one tool. Ctrl-C cancels it: the core writes its audit line and hands back the envelope of
+    the interrupted call (SUBMISSION_OUTCOME_UNKNOWN when a mutation may have been sent)."""
     import anyio
 
     from .service import TrainingService
+
+    interrupted: list[Envelope] = []
 
     async def bar(value: float, total: float | None, message: str | None) -> None:
         assert terminal is not None
         width = 24
         filled = int(width * value / total) if total else 0
+        # The message passed the egress in the core; the bar's own carriage return is the only control.
         terminal.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {value:5.0f}s {message or ''}"[:160])
         terminal.flush()
 
     async def go() -> Envelope:
-        envelope = await TrainingService().invoke(tool, arguments, progress=bar if terminal is not None else None)
-        if terminal is not None and tool == "training_status":
-            terminal.write("\n")
-        return envelope
+        service = TrainingService(on_interrupted=interrupted.append)
+        try:
+            return await service.invoke(tool, arguments, progress=bar if terminal is not None else None)
+        finally:
+            if terminal is not None and tool == "training_status":
+                terminal.write("\n")
 
-    return anyio.run(go)
+    try:
+        return anyio.run(go)
+    except KeyboardInterrupt:
+        return interrupted[-1] if interrupted else interrupted_envelope()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from . import logs
 
-    logs.configure()
-    return run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr)
+    try:
+        logs.configure()
+        return run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr)
+    except KeyboardInterrupt:  # outside a tool call: nothing was sent
+        want_json = "--json" in (sys.argv[1:] if argv is None else argv)
+        envelope = interrupted_envelope()
+        return _emit_last(render_json(envelope) if want_json else render_human(envelope))
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more can be said to it
+        _silence_stdout()
+        return EXIT_REFUSED
+
+
+def _emit_last(text: str) -> int:
+    try:
+        print(text, file=sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    return EXIT_REFUSED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # pragma: no cover - stdout without a descriptor
+        pass

@@ -36,6 +36,10 @@ class Credential:
     def authorization(self) -> str:
         return f"Bearer {self.__token}"
 
+    def appears_in(self, text: str) -> bool:
+        """Whether `text` holds this token (to refuse an argument that carries it)."""
+        return self.__token in text
+
     def __repr__(self) -> str:
         return f"Credential(source={self.source!r}, token=<redacted>)"
 
@@ -84,6 +88,14 @@ def resolve_credential(env: Mapping[str, str]) -> Credential:
     if not _TOKEN_RE.fullmatch(token):
         raise _refuse(f"{ENV_TOKEN_FILE} does not hold a usable token.", ENV_TOKEN_FILE, "malformed")
     return Credential(token, ENV_TOKEN_FILE)
+
+
+def api_key_in_memory(env: Mapping[str, str]) -> str | None:
+    """The value of `ITO_API_KEY` as the process environment already holds it, when it is a usable
+    token; None otherwise. For gate 0 to refuse an argument that carries it: nothing is resolved,
+    no file is opened (`ITO_TOKEN_FILE` is read only after gate 3), nothing is registered or sent."""
+    token = (env.get(ENV_API_KEY) or "").strip()
+    return token if _TOKEN_RE.fullmatch(token) else None
 
 
 def credential_configured(env: Mapping[str, str] | None = None) -> bool:

@@ -3,12 +3,21 @@
 The same patterns feed the published MCP input schemas (`tool_specs.py`) and the runtime
 checks here, so the schema an agent reads and the check the server applies cannot drift.
 Refusals never echo a value: an agent may have put something secret where an id belongs.
+
+No argument may hold a credential: neither a provider token shape (the manifest scanner's
+`value_kinds`) nor the configured credential itself. The configured one is checked twice, because
+gate 0 must not read a credential (the token file is opened only after gate 3): at gate 0 against
+the credentials this process already holds in memory (every one it resolved before, and the value
+of `ITO_API_KEY` in its environment), and again right after the credential is resolved, before any
+request that carries an argument and before the audit line (`CredentialGuard.recheck`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from .envelope import ErrorCode, Gate
@@ -23,20 +32,74 @@ MAX_WAIT_SECONDS = 600
 MAX_LOG_LIMIT = 1000
 
 
+def _credential_refusal(argument: str) -> InputRefusal:
+    return InputRefusal(
+        f"The argument {argument} looks like a credential. Credentials are never tool arguments; "
+        "the server reads them from its own environment.",
+        argument=argument,
+        problem="looks_like_credential",
+    )
+
+
+class CredentialGuard:
+    """The configured credentials one call must not accept as (part of) an argument, and every
+    argument the call accepted, so they can be checked again once the credential is resolved."""
+
+    def __init__(self, known: Iterable[str] = ()) -> None:
+        self._known = tuple(value for value in known if value)
+        self._accepted: list[tuple[str, str]] = []
+
+    def holds_known(self, value: str) -> bool:
+        return any(secret in value for secret in self._known)
+
+    def accept(self, value: str, argument: str) -> None:
+        if self.holds_known(value):
+            raise _credential_refusal(argument)
+        self._accepted.append((argument, value))
+
+    def recheck(self, holds_credential: Callable[[str], bool]) -> None:
+        """After the credential is resolved: refuse the call if any accepted argument holds it."""
+        for argument, value in self._accepted:
+            if holds_credential(value):
+                raise _credential_refusal(argument)
+
+
+_guard: ContextVar[CredentialGuard | None] = ContextVar("ito_training_credential_guard", default=None)
+
+
+@contextmanager
+def guarding(guard: CredentialGuard) -> Iterator[CredentialGuard]:
+    """Every argument validated inside this block (one tool call) is checked and remembered by `guard`."""
+    token = _guard.set(guard)
+    try:
+        yield guard
+    finally:
+        _guard.reset(token)
+
+
+def current_guard() -> CredentialGuard | None:
+    return _guard.get()
+
+
 def _looks_like_credential(value: str) -> bool:
     from .secret_scan import value_kinds  # lazy: keeps server start-up light
 
-    return bool(value_kinds(value))
+    guard = _guard.get()
+    return bool(value_kinds(value)) or (guard is not None and guard.holds_known(value))
+
+
+def _no_configured_credential(value: str, argument: str) -> None:
+    guard = _guard.get()
+    if guard is not None:
+        guard.accept(value, argument)
 
 
 def _no_credential(value: str, argument: str) -> None:
-    if _looks_like_credential(value):
-        raise InputRefusal(
-            f"The argument {argument} looks like a credential. Credentials are never tool arguments; "
-            "the server reads them from its own environment.",
-            argument=argument,
-            problem="looks_like_credential",
-        )
+    from .secret_scan import value_kinds  # lazy: keeps server start-up light
+
+    if value_kinds(value):
+        raise _credential_refusal(argument)
+    _no_configured_credential(value, argument)
 
 
 def identifier(value: object, argument: str) -> str:
@@ -91,11 +154,14 @@ def confirmation_ref(value: object) -> str:
 
 
 def manifest_path(value: object) -> str:
-    """Type only here; the path itself is checked by the manifest gate (MANIFEST_PATH_INVALID)."""
+    """Type and credentials only here; the path itself is checked by the manifest gate
+    (MANIFEST_PATH_INVALID). A path is not scanned for token shapes (directory names are free
+    text), but it may not hold the configured credential."""
     if value is None or value == "":
         raise InputRefusal("The argument manifest_path is required.", argument="manifest_path", problem="missing")
     if not isinstance(value, str):
         raise InputRefusal("The argument manifest_path must be a string.", argument="manifest_path", problem="type")
+    _no_configured_credential(value, "manifest_path")
     return value
 
 
@@ -128,6 +194,7 @@ def cursor(value: object) -> str | None:
     if not isinstance(value, str) or len(value) > 512 or not re.fullmatch(r"[A-Za-z0-9._:=-]+", value):
         raise InputRefusal("The argument cursor is malformed; pass back next_cursor unchanged.",
                            argument="cursor", problem="format")
+    _no_configured_credential(value, "cursor")  # a backend's opaque cursor may have any shape, not ours
     return value
 
 

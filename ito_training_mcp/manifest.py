@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -29,11 +30,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from . import secret_scan, strict_json
 from .config import ManifestSettings
 from .envelope import ErrorCode
 from .errors import ManifestRefusal
+from .pointers import pointer as safe_pointer
 from .safe_read import FileBytes, ReadHooks, read_regular_file
 
 SCHEMA_VERSION = "ito.training.manifest.v1"
@@ -82,11 +85,34 @@ def _iso_date(value: object) -> str:
 
 
 IsoDate = Annotated[str, BeforeValidator(_iso_date), WithJsonSchema({"type": "string", "format": "date"})]
+# _URI_PATTERN, checked without a regex scan of every character on the common (ASCII) path: data
+# references are long paths, and the pattern constraint was most of the schema's cost. The same
+# test, the same error type and message; `\s` is Unicode White_Space, as in the published pattern.
+_URI_FORBIDDEN_ASCII = b"\t\n\x0b\x0c\r ?#@"
+_URI_UNICODE = re.compile("(?:s3|gs|az|hf|https|ito)://[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a"
+                          "\u2028\u2029\u202f\u205f\u3000?#@]+")
+
+
+def _uri(value: str) -> str:
+    if value.isascii():
+        scheme, separator, rest = value.partition("://")
+        raw = value.encode()
+        ok = (bool(separator) and scheme in _URI_SCHEMES and bool(rest)
+              and len(raw.translate(None, _URI_FORBIDDEN_ASCII)) == len(raw))
+    else:
+        ok = _URI_UNICODE.fullmatch(value) is not None
+    if not ok:
+        raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
+                                  {"pattern": _URI_PATTERN})
+    return value
+
+
 Uri = Annotated[
     str,
-    Field(min_length=6, max_length=2048, pattern=_URI_PATTERN,
+    Field(min_length=6, max_length=2048, json_schema_extra={"pattern": _URI_PATTERN},
           description=f"A stable location: scheme one of {', '.join(_URI_SCHEMES)}; no credentials, "
                       "query string or fragment."),
+    AfterValidator(_uri),
 ]
 Label = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -281,13 +307,67 @@ def review_text(review: dict[str, Any], sha256: str) -> str:
 
 
 def _schema_problems(exc: ValidationError) -> list[dict[str, str]]:
-    """Locations and fixed messages only: pydantic's input values are file content."""
+    """Locations and fixed messages only: pydantic's input values are file content, and so are
+    keys (an unknown key is masked in its pointer unless it is a plain identifier)."""
     problems: list[dict[str, str]] = []
     for err in exc.errors(include_url=False, include_input=False, include_context=False)[:20]:
-        pointer = "".join(f"/{secret_scan._escape(str(p))}" for p in err["loc"])
         message = err["msg"] if err["type"] in ("value_error", "assertion_error") else err["type"]
-        problems.append({"pointer": pointer[:200], "problem": str(message)[:200]})
+        problems.append({"pointer": safe_pointer(err["loc"]), "problem": str(message)[:200]})
     return problems
+
+
+# Characters that could make a terminal or a viewer show something other than the bytes the person
+# confirms (contract §10), by class. Tab and newline are allowed in the description only.
+CHARACTER_CLASSES: tuple[tuple[str, str], ...] = (
+    ("c0_control", "\x00-\x1f"),
+    ("del", "\x7f"),
+    ("c1_control", "\x80-\x9f"),
+    # The embeddings, overrides and isolates of §10, plus (an extension) the implicit marks
+    # LRM, RLM and ALM: they too reorder what a reviewer sees around digits and punctuation.
+    ("bidi_control", "\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"),
+    # Extension: Unicode's own line and paragraph separators start a new line in some viewers.
+    ("line_separator", "\u2028\u2029"),
+)
+_FORBIDDEN = re.compile("[" + "".join(ranges for _, ranges in CHARACTER_CLASSES) + "]")
+_CLASS_OF = [(name, re.compile(f"[{ranges}]")) for name, ranges in CHARACTER_CLASSES]
+# A quick look at the JSON text before walking the parsed document: a forbidden character in a key or
+# string either stands there raw (strict JSON allows no raw C0 inside a string, and tab, newline and
+# carriage return outside one are only layout) or as an escape. Text showing neither holds none.
+_FORBIDDEN_RAW = re.compile("[" + "".join(ranges for name, ranges in CHARACTER_CLASSES if name != "c0_control") + "]")
+_FORBIDDEN_ESCAPE = re.compile(r"\\(?:[bfnrt]|u(?:00[01]|007|00[89]|061|200|202|206))", re.IGNORECASE)
+_MAX_CHARACTER_PROBLEMS = 20
+
+
+def character_class(text: str, *, description: bool = False) -> str | None:
+    """The class of the first forbidden character in `text`, or None. Never the character itself."""
+    if description:
+        text = text.replace("\t", "").replace("\n", "")
+    match = _FORBIDDEN.search(text)
+    if match is None:
+        return None
+    return next(name for name, pattern in _CLASS_OF if pattern.fullmatch(match.group()))
+
+
+def _character_problems(document: Any) -> list[dict[str, Any]]:
+    """Every key and string value holding a forbidden character, wherever it is (even under an
+    unknown key), reported by pointer and class, bounded."""
+    problems: list[dict[str, Any]] = []
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), document)]
+    while stack and len(problems) < _MAX_CHARACTER_PROBLEMS:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            found = character_class(node, description=path == ("description",))
+            if found:
+                problems.append({"pointer": safe_pointer(path), "problem": found})
+        elif isinstance(node, dict):
+            for key, child in reversed(node.items()):
+                found = character_class(key)
+                if found:
+                    problems.append({"pointer": safe_pointer((*path, key)), "problem": found})
+                stack.append(((*path, key), child))
+        elif isinstance(node, list):
+            stack.extend(((*path, index), child) for index, child in reversed(list(enumerate(node))))
+    return problems[:_MAX_CHARACTER_PROBLEMS]
 
 
 def parse_manifest(content: bytes) -> TrainingManifest:
@@ -298,7 +378,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         raise ManifestRefusal(
             ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {exc.reason}.", check="json"
         ) from None
-    findings = secret_scan.scan(document)
+    findings = secret_scan.scan(document, source=content)
     if findings:
         raise ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,
@@ -306,6 +386,18 @@ def parse_manifest(content: bytes) -> TrainingManifest:
             "see details.findings for where. The values are not shown.",
             check="secret_scan",
             details={"findings": [f.as_dict() for f in findings]},
+        )
+    text = content.decode("utf-8", "replace")
+    quick = _FORBIDDEN_RAW.search(text) is None and _FORBIDDEN_ESCAPE.search(text) is None
+    characters = [] if quick else _character_problems(document)
+    if characters:
+        classes = sorted({str(p["problem"]) for p in characters})
+        raise ManifestRefusal(
+            ErrorCode.MANIFEST_SCHEMA,
+            f"The manifest contains characters that could make a reviewer see something other than what is "
+            f"submitted ({', '.join(classes)}); see details.problems for where. They are not shown.",
+            check="schema",
+            details={"problems": characters},
         )
     if not isinstance(document, dict):
         raise ManifestRefusal(
@@ -318,7 +410,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         problems = _schema_problems(exc)
         raise ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,
-            f"The manifest does not match {SCHEMA_VERSION} ({len(exc.errors())} problem(s); see details.problems).",
+            f"The manifest does not match {SCHEMA_VERSION} ({exc.error_count()} problem(s); see details.problems).",
             check="schema",
             details={"problems": problems},
         ) from None

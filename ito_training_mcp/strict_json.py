@@ -57,20 +57,22 @@ def _finite_float(text: str) -> float:
 _FLOAT_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_finite_float, parse_constant=_constant)
 
 
+_CONTAINERS = (dict, list)  # what the decoders build; nothing else holds children
+
+
 def _depth_exceeds(value: Any, limit: int) -> bool:
-    """Iterative, so a hostile document cannot exhaust the stack here."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
+    """Level by level, iteratively, so a hostile document cannot exhaust the stack here."""
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        below: list[Any] = []
+        for node in level:
+            below += [child for child in (node.values() if type(node) is dict else node)
+                      if type(child) in _CONTAINERS]
+        level = below
     return False
 
 
@@ -102,7 +104,7 @@ def loads(data: bytes, *, max_depth: int = MAX_DEPTH, decimal_fractions: bool = 
         raise StrictJSONError("a number cannot be represented") from None
     if _depth_exceeds(value, max_depth):
         raise StrictJSONError(f"nesting is deeper than {max_depth} levels")
-    if _SURROGATE_ESCAPE.search(text) and not _is_valid_unicode(value):
+    if "\\" in text and _SURROGATE_ESCAPE.search(text) and not _is_valid_unicode(value):
         raise StrictJSONError("a string escapes a lone UTF-16 surrogate, which is not text")
     return value
 

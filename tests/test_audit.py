@@ -85,28 +85,67 @@ async def test_a_submit_through_the_backend_is_recorded(
     assert world.token not in trail.read_text()
 
 
-@pytest.mark.parametrize("problem", ["loose_mode", "symlink", "relative", "directory", "other_owner"])
-async def test_an_unusable_trail_refuses_every_call_up_front(
-    world: World, tmp_path: Path, manifest_path: str, problem: str
-) -> None:
+def unusable_trail(problem: str, tmp_path: Path) -> str:
+    """A path for ITO_TRAINING_AUDIT_LOG that must be refused, of the named kind."""
     target = tmp_path / "audit.jsonl"
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    if problem in ("loose_mode", "symlink", "other_owner", "hard_link"):
+        (real / "audit.jsonl").write_text("")
+        (real / "audit.jsonl").chmod(0o644 if problem == "loose_mode" else 0o600)
     if problem == "loose_mode":
-        target.write_text("")
-        target.chmod(0o644)
-    elif problem == "symlink":
-        real = tmp_path / "real.jsonl"
-        real.write_text("")
-        real.chmod(0o600)
-        target.symlink_to(real)
+        return str(real / "audit.jsonl")
+    if problem == "symlink":
+        target.symlink_to(real / "audit.jsonl")
+    elif problem == "symlinked_parent":
+        (tmp_path / "linked").symlink_to(real, target_is_directory=True)
+        return str(tmp_path / "linked" / "audit.jsonl")
+    elif problem == "group_writable_parent":
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o770)
+        return str(shared / "audit.jsonl")
     elif problem == "directory":
         target.mkdir()
+    elif problem in ("fifo_without_reader", "fifo_with_reader"):
+        os.mkfifo(target, 0o600)
+    elif problem == "socket":
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(target))
+        sock.close()
+    elif problem == "hard_link":
+        os.link(real / "audit.jsonl", target)
     elif problem == "other_owner":
         if os.geteuid() != 0:
             pytest.skip("needs root to chown")
-        target.write_text("")
-        target.chmod(0o600)
-        os.chown(target, 12345, -1)
-    path = "audit.jsonl" if problem == "relative" else str(target)
+        os.chown(real / "audit.jsonl", 12345, -1)
+        return str(real / "audit.jsonl")
+    elif problem == "missing_parent":
+        return str(tmp_path / "nowhere" / "audit.jsonl")
+    elif problem in ("/dev/null", "/proc/self/attr/current", "/proc/self/fd/2", "/sys/kernel/notes", "/"):
+        return problem
+    elif problem == "relative":
+        return "audit.jsonl"
+    return str(target)
+
+
+# A FIFO without a reader is tested in a server process below: in this process, a blocking open would hang
+# the test run itself rather than fail it.
+UNUSABLE = ["loose_mode", "symlink", "symlinked_parent", "group_writable_parent", "relative", "directory",
+            "fifo_with_reader", "socket", "hard_link", "other_owner", "missing_parent",
+            "/dev/null", "/proc/self/attr/current", "/proc/self/fd/2", "/sys/kernel/notes", "/"]
+
+
+@pytest.mark.parametrize("problem", UNUSABLE)
+async def test_an_unusable_trail_refuses_every_call_up_front(
+    world: World, tmp_path: Path, manifest_path: str, problem: str
+) -> None:
+    path = unusable_trail(problem, tmp_path)
+    reader = None
+    if problem == "fifo_with_reader":
+        reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     world.op.clear_requests()
     service = world.service(ITO_TRAINING_AUDIT_LOG=path)
     sha = hashlib.sha256(Path(manifest_path).read_bytes()).hexdigest()
@@ -118,8 +157,62 @@ async def test_an_unusable_trail_refuses_every_call_up_front(
         assert envelope.error.code.value == "CONFIG_INVALID"
         assert envelope.error.details == {"setting": "ITO_TRAINING_AUDIT_LOG", "problem": envelope.error.details["problem"]}
         assert envelope.live_api_contacted is False
+    if reader is not None:
+        assert os.read(reader, 100) == b""  # nothing was written into the pipe
+        os.close(reader)
     assert world.backend_requests() == []
     assert world.backend.run_count() == 0
+    if problem == "symlinked_parent":
+        assert not (tmp_path / "real" / "audit.jsonl").exists()  # nothing was created through the link
+
+
+@pytest.mark.parametrize(("problem", "mode"), [("fifo_without_reader", "auto"), ("fifo_without_reader", "legacy"),
+                                               ("fifo_with_reader", "legacy"), ("symlinked_parent", "auto")])
+async def test_the_server_process_keeps_answering_with_an_unusable_trail(
+    tmp_path: Path, manifest_path: str, problem: str, mode: str
+) -> None:
+    """A real server process: a FIFO as the trail used to block its event loop in open(2) forever."""
+    import sys
+    import tempfile
+
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    path = unusable_trail(problem, tmp_path)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if problem == "fifo_with_reader" else None
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ito_training_mcp"],
+                                   env={"ITO_TRAINING_AUDIT_LOG": path})
+    codes = []
+    with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(60):  # a hang fails the test, never the suite
+        async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
+            for _ in range(3):
+                result = await client.call_tool("digest_manifest", {"manifest_path": manifest_path})
+                assert result.structured_content is not None
+                codes.append(result.structured_content["error"]["code"])
+            assert len((await client.list_tools()).tools) >= 3  # and it still speaks the protocol
+    if reader is not None:
+        os.close(reader)
+    assert codes == ["CONFIG_INVALID"] * 3
+
+
+async def test_the_trail_is_opened_off_the_event_loop(tmp_path: Path, manifest_path: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from ito_training_mcp.audit import AuditLog
+
+    threads: list[int] = []
+    real_open = AuditLog.open
+
+    def recording_open(self: AuditLog) -> int:
+        threads.append(threading.get_ident())
+        return real_open(self)
+
+    monkeypatch.setattr(AuditLog, "open", recording_open)
+    service = TrainingService({"ITO_TRAINING_AUDIT_LOG": str(tmp_path / "audit.jsonl")})
+    assert (await service.digest_manifest(manifest_path)).ok
+    assert len(threads) == 2  # the check before the call and the line after it
+    assert threading.get_ident() not in threads
 
 
 async def test_concurrent_calls_append_whole_lines(tmp_path: Path, manifest_path: str) -> None:

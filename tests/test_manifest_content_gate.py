@@ -310,10 +310,11 @@ async def test_unknown_key(service: TrainingService, write_file: WriteFile, exam
     await assert_schema_refusal(service, write_file, doc, pointer, value)
 
 
-async def test_unknown_key_with_slash_and_tilde_is_escaped(service: TrainingService, write_file: WriteFile,
-                                                           example_document: Doc) -> None:
+async def test_unknown_key_that_is_not_a_plain_identifier_is_masked(service: TrainingService, write_file: WriteFile,
+                                                                     example_document: Doc) -> None:
+    """A key is file content: only plain identifiers are echoed in a pointer; `/` and `~` never are."""
     doc = mutated(example_document, set_at(("model", "a/b~c"), 1))
-    await assert_schema_refusal(service, write_file, doc, "/model/a~1b~0c")
+    await assert_schema_refusal(service, write_file, doc, "/model/*", "a/b~c", "a~1b~0c")
 
 
 # ---------------------------------------------------------------------------- required fields

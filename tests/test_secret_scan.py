@@ -488,7 +488,9 @@ def test_a_key_that_is_not_a_plain_identifier_is_masked_in_the_pointer() -> None
 
 ADVERSARIAL = ["a", "sk-", "sk-a1", "github_pat_", "ghp_", "secret", "password=", "bearer ", "Bearer x1",
                "eyJa.", "eyJaaaaaaaaa.eyJ", "a://", "a://b", "basic ", "AccountKey=", "hf_", "xoxb-", "AKIA",
-               "-----BEGIN ", "sk_live_", "https://x/?sig=", "aws_secret_access_key"]
+               "-----BEGIN ", "sk_live_", "https://x/?sig=", "aws_secret_access_key", "a:b@", "mailto:a@b.c ",
+               "://a@", "Authorization: ", "token: ", "pwd=", "Passwort=", "LS0tLS1CRUdJTi", "0Q~", ":AA", "SK",
+               "EAAA", "discord ", "mailgun key-", "x\u200d", "\u200d", "ｇｈｐ＿", "a\U000e0041", "tokenizer_"]
 
 
 @pytest.mark.parametrize("unit", ADVERSARIAL)

@@ -3,8 +3,9 @@ operation shares (availability, manifest, capabilities, credential, identity, en
 
 Operations live by concern in `submit.py`, `lifecycle.py` (and later modules) as mixins of
 `ServiceBase`; `TrainingService` in `__init__` combines them. A gate refuses by raising `Refusal`;
-`_run` turns that into the envelope and records whether any request left this process. Gates 0-2
-are local: they run before any credential is read or socket opened.
+`_run` turns that into the envelope, passes it through the egress (`egress.py`: nothing leaves
+unredacted or with a raw control or bidi character), and writes the audit line -- also when the
+call is interrupted. Gates 0-2 are local: they run before any credential is read or socket opened.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 from pydantic import BaseModel
 
-from .. import credentials, inputs
+from .. import credentials, inputs, redact
 from ..config import BackendSettings, ManifestSettings
+from ..egress import clean_envelope, clean_progress
 from ..envelope import Envelope, ErrorCode, Gate, refusal, success
 from ..errors import Refusal
+from .flight import SingleFlight
 
 if TYPE_CHECKING:
     import httpx
 
+    from ..audit import AuditLog
     from ..backend_client import BackendClient, Exchange
     from ..backend_models import Capabilities, Eligibility, Run
     from ..manifest import DigestedManifest
@@ -41,17 +45,20 @@ log = logging.getLogger("ito_training_mcp")
 CLOCK_SKEW = timedelta(seconds=60)
 RECOVERY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0)
 ELIGIBILITY_REASONS = frozenset({"expired", "revoked", "released", "incomplete", "mismatch"})
-
+# How long a call waits for another call's capabilities or identity request beyond its deadline.
+FLIGHT_MARGIN_S = 1.0
 
 
 @dataclass
 class Call:
-    """Per-call bookkeeping: did any request leave this process for the backend, and which validated
-    identifiers (never secrets, never content) describe the call for the audit trail."""
+    """Per-call bookkeeping: did any request leave this process for the backend, did a mutating one
+    start, and which validated identifiers (never secrets, never content) describe the call for the
+    audit trail."""
 
     tool: str
     exchange: Exchange | None = field(default=None)
     facts: dict[str, str] = field(default_factory=dict)
+    mutation_sent: bool = False
 
     def note(self, **facts: str | None) -> None:
         self.facts.update({name: value for name, value in facts.items() if value is not None})
@@ -68,7 +75,9 @@ class ServiceBase:
     """What every operation shares. Not used on its own: see `TrainingService`.
 
     `env` defaults to the live process environment; `transport` lets tests route the backend
-    client through a custom httpx transport; `clock` gives the current UTC time.
+    client through a custom httpx transport; `clock` gives the current UTC time; `on_interrupted`
+    receives the envelope of a call that was cancelled before it finished (the CLI prints it after
+    Ctrl-C; over MCP a cancelled request gets no answer).
     """
 
     def __init__(
@@ -77,13 +86,31 @@ class ServiceBase:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], datetime] | None = None,
+        on_interrupted: Callable[[Envelope], None] | None = None,
     ) -> None:
         self._env = env
         self._transport = transport
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._on_interrupted = on_interrupted
         # Positive answers only, each within its freshness window (ITO_TRAINING_CAPABILITIES_TTL_S).
         self._capabilities_cache: dict[str, tuple[float, Capabilities]] = {}
         self._identity_cache: dict[tuple[str, str], tuple[float, str]] = {}
+        # Cold concurrency: one capabilities request per origin and one identity request per origin and
+        # credential in flight at a time; concurrent calls share its answer (never beyond that flight).
+        self._capabilities_flights: SingleFlight[Capabilities] = SingleFlight()
+        self._identity_flights: SingleFlight[str] = SingleFlight()
+        self._configured_key()
+
+    def _configured_key(self) -> tuple[str, ...]:
+        """`ITO_API_KEY` as the environment already holds it in memory (no file is read, nothing is
+        resolved): known to the egress from the start, so that a log line or an echo that holds it is
+        redacted even before any call resolved the credential, and to gate 0, which refuses it as an
+        argument."""
+        key = credentials.api_key_in_memory(self.env)
+        if key is None:
+            return ()
+        redact.register_secret(key)
+        return (key,)
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -92,27 +119,46 @@ class ServiceBase:
     # ------------------------------------------------------------------ runner
 
     async def _run(self, tool: str, body: Callable[[Call], Awaitable[Outcome]]) -> Envelope:
-        """Run one operation: refusals and defects become envelopes; the audit trail gets one line."""
+        """Run one operation: refusals and defects become envelopes, every envelope passes the egress,
+        and the audit trail gets one line -- also when the call is cancelled before it finishes."""
         from ..audit import AuditLog
 
         call = Call(tool)
         try:
             audit = AuditLog.from_env(self.env)
             if audit is not None:
-                audit.check()
+                await audit.check()
         except Refusal as r:
-            return r.envelope(live_api_contacted=False)
-        envelope = await self._envelope(call, body)
-        if audit is not None:
-            try:
-                audit.record(tool, envelope, call.facts)
-            except Exception as exc:  # the call already happened: say so on stderr, never crash
-                log.error("audit trail: could not record %s (%s)", tool, type(exc).__name__)
+            return clean_envelope(r.envelope(live_api_contacted=False))
+        guard = inputs.CredentialGuard((*redact.known_secrets(), *self._configured_key()))
+        try:
+            with inputs.guarding(guard):
+                envelope = clean_envelope(await self._outcome(call, body))
+        except anyio.get_cancelled_exc_class():
+            # Cancelled (notifications/cancelled, Ctrl-C): the line is written anyway, shielded and bounded.
+            with anyio.CancelScope(shield=True):
+                envelope = clean_envelope(_interrupted(call))
+                await self._audit(audit, call, envelope, "interrupted")
+                if self._on_interrupted is not None:
+                    self._on_interrupted(envelope)
+            raise
+        with anyio.CancelScope(shield=True):  # a cancellation arriving now must not cost a finished call its line
+            await self._audit(audit, call, envelope, "ok" if envelope.ok else "refused")
         return envelope
 
-    async def _envelope(self, call: Call, body: Callable[[Call], Awaitable[Outcome]]) -> Envelope:
-        envelope = await self._outcome(call, body)
-        return _egress(envelope)
+    @staticmethod
+    async def _audit(audit: AuditLog | None, call: Call, envelope: Envelope, outcome: str) -> None:
+        if audit is None:
+            return
+        unknown = call.mutation_sent and (
+            outcome == "interrupted"
+            or (envelope.error is not None and envelope.error.code is ErrorCode.SUBMISSION_OUTCOME_UNKNOWN)
+        )
+        try:
+            await audit.record(call.tool, envelope, call.facts, outcome=outcome,
+                               submission_outcome="unknown" if unknown else None)
+        except Exception as exc:  # the call already happened: say so on stderr, never crash
+            log.error("audit trail: could not record %s (%s)", call.tool, type(exc).__name__)
 
     async def _outcome(self, call: Call, body: Callable[[Call], Awaitable[Outcome]]) -> Envelope:
         try:
@@ -142,25 +188,24 @@ class ServiceBase:
         from ..tool_specs import ALL_TOOLS
 
         spec = next((s for s in ALL_TOOLS if s.name == tool), None)
-        if spec is None:
+        if spec is None:  # fixed text only: the name asked for is never echoed
             return refusal(
                 ErrorCode.INVALID_INPUT, "Unknown tool.", live_api_contacted=False, gate=Gate.INPUT,
                 details={"argument": "tool", "problem": "unknown"},
             )
-        try:
-            inputs.reject_unknown_arguments(arguments, spec.argument_names)
-        except Refusal as exc:
-            unknown = exc
+        if set(arguments) - spec.argument_names:
 
             async def refuse(call: Call) -> Outcome:
-                raise unknown
+                # Inside the call, so that an argument *name* holding the configured credential is masked too.
+                inputs.reject_unknown_arguments(arguments, spec.argument_names)
+                raise AssertionError("unreachable: unknown arguments were found above")
 
             return await self._run(tool, refuse)
         method: Callable[..., Awaitable[Envelope]] = getattr(self, tool)
         kwargs: dict[str, Any] = {name: arguments.get(name) for name in spec.argument_names}
         if spec.reports_progress:
-            kwargs["progress"] = progress
-        return await method(**kwargs)
+            kwargs["progress"] = None if progress is None else clean_progress(progress)
+        return await method(**kwargs)  # `_run` passed it through the egress
 
     # ------------------------------------------------------------------ gates, in contract order
 
@@ -188,56 +233,79 @@ class ServiceBase:
         self, api: BackendClient, settings: BackendSettings, operations: tuple[str, ...] = ()
     ) -> Capabilities:
         """Gate 3: the backend offers training and every lifecycle operation (and `operations`, which
-        the person's-step tools add). No credential yet."""
-        from ..backend_models import CONTRACT_VERSION, REQUIRED_OPERATIONS, Capabilities
+        the person's-step tools add). No credential yet.
 
+        Cached per origin within the freshness window; when cold, one request per origin is in
+        flight and concurrent calls share its answer."""
         origin = settings.endpoint.base_url
         cached = self._capabilities_cache.get(origin)
-        fetched = cached is None or time.monotonic() >= cached[0]
-        if not fetched and cached is not None:
+        if cached is not None and time.monotonic() < cached[0]:
             caps = cached[1]
         else:
-            _, caps = await api.request("GET", "/v1/capabilities", Capabilities, gate=Gate.CAPABILITIES, auth=False)
-            if caps.contract_version != CONTRACT_VERSION:
-                raise Refusal(
-                    ErrorCode.TRAINING_UNAVAILABLE,
-                    f"The backend speaks a contract version this client does not support (expected "
-                    f"{CONTRACT_VERSION}).",
-                    gate=Gate.CAPABILITIES, details={"reason": "contract_version_unsupported"},
-                )
-            if not caps.training.available:
-                raise Refusal(
-                    ErrorCode.TRAINING_UNAVAILABLE,
-                    "The canonical backend reports that managed training is not available.",
-                    gate=Gate.CAPABILITIES, details={"reason": "backend_reports_unavailable"},
-                )
-        missing = [op for op in (*REQUIRED_OPERATIONS, *operations) if op not in caps.training.operations]
-        if missing:
-            raise Refusal(
-                ErrorCode.LIFECYCLE_INCOMPLETE,
-                "The backend does not offer every operation this needs: " + ", ".join(missing) + ".",
-                gate=Gate.CAPABILITIES, details={"missing_operations": missing},
+
+            async def fetch() -> Capabilities:
+                caps = await self._fetch_capabilities(api)
+                if settings.capabilities_ttl_s > 0:
+                    self._capabilities_cache[origin] = (time.monotonic() + settings.capabilities_ttl_s, caps)
+                return caps
+
+            caps = await self._capabilities_flights.run(
+                origin, fetch, wait_s=settings.timeout_s + FLIGHT_MARGIN_S,
+                on_timeout=lambda: _flight_timeout("capabilities", Gate.CAPABILITIES, settings),
             )
-        if fetched and settings.capabilities_ttl_s > 0 and not missing:
-            self._capabilities_cache[origin] = (time.monotonic() + settings.capabilities_ttl_s, caps)
+        _require_operations(caps, operations)  # the cache holds only answers with the lifecycle's seven
+        return caps
+
+    @staticmethod
+    async def _fetch_capabilities(api: BackendClient) -> Capabilities:
+        from ..backend_models import CONTRACT_VERSION, REQUIRED_OPERATIONS, Capabilities
+
+        _, caps = await api.request("GET", "/v1/capabilities", Capabilities, gate=Gate.CAPABILITIES, auth=False)
+        if caps.contract_version != CONTRACT_VERSION:
+            raise Refusal(
+                ErrorCode.TRAINING_UNAVAILABLE,
+                f"The backend speaks a contract version this client does not support (expected {CONTRACT_VERSION}).",
+                gate=Gate.CAPABILITIES, details={"reason": "contract_version_unsupported"},
+            )
+        if not caps.training.available:
+            raise Refusal(
+                ErrorCode.TRAINING_UNAVAILABLE,
+                "The canonical backend reports that managed training is not available.",
+                gate=Gate.CAPABILITIES, details={"reason": "backend_reports_unavailable"},
+            )
+        _require_operations(caps, REQUIRED_OPERATIONS)
         return caps
 
     def _authenticate(self, api: BackendClient) -> None:
-        """Only now, after gate 3, is the credential resolved."""
-        api.authenticate(credentials.resolve_credential(self.env))
+        """Only now, after gate 3, is the credential resolved. Before anything that carries an
+        argument is sent, every argument of the call is checked again against it: a credential from
+        `ITO_TOKEN_FILE` could not be compared at gate 0 without reading the file there."""
+        credential = credentials.resolve_credential(self.env)
+        guard = inputs.current_guard()
+        if guard is not None:
+            guard.recheck(credential.appears_in)
+        api.authenticate(credential)
 
     async def _account_id(self, api: BackendClient, settings: BackendSettings, gate: Gate) -> str:
-        """`GET /v1/me`, cached per origin and credential within the freshness window."""
+        """`GET /v1/me`, cached per origin and credential within the freshness window; when cold, one
+        request per origin and credential is in flight and concurrent calls share its answer."""
         from ..backend_models import Me
 
         cache_key = (settings.endpoint.base_url, api.credential_fingerprint())
         cached = self._identity_cache.get(cache_key)
         if cached is not None and time.monotonic() < cached[0]:
             return cached[1]
-        _, me = await api.request("GET", "/v1/me", Me, gate=gate)
-        if settings.capabilities_ttl_s > 0:
-            self._identity_cache[cache_key] = (time.monotonic() + settings.capabilities_ttl_s, me.account_id)
-        return me.account_id
+
+        async def fetch() -> str:
+            _, me = await api.request("GET", "/v1/me", Me, gate=gate)
+            if settings.capabilities_ttl_s > 0:
+                self._identity_cache[cache_key] = (time.monotonic() + settings.capabilities_ttl_s, me.account_id)
+            return me.account_id
+
+        return await self._identity_flights.run(
+            cache_key, fetch, wait_s=settings.timeout_s + FLIGHT_MARGIN_S,
+            on_timeout=lambda: _flight_timeout("identity", gate, settings),
+        )
 
     async def _gate_entitlement(
         self, api: BackendClient, settings: BackendSettings, booking_id: str
@@ -288,10 +356,11 @@ class ServiceBase:
 
     @asynccontextmanager
     async def _backend(self, settings: BackendSettings, call: Call) -> AsyncIterator[BackendClient]:
-        from ..backend_client import BackendClient, Exchange
+        from ..backend_client import Exchange
+        from .call_client import CallClient
 
         call.exchange = Exchange()
-        async with BackendClient(settings, call.exchange, transport=self._transport) as api:
+        async with CallClient(settings, call, transport=self._transport) as api:
             yield api
 
     # ------------------------------------------------------------------ lifecycle (read-only)
@@ -333,34 +402,50 @@ class ServiceBase:
         await anyio.sleep(RECOVERY_BACKOFF_S[min(round_ - 1, len(RECOVERY_BACKOFF_S) - 1)])
 
 
-def _egress(envelope: Envelope) -> Envelope:
-    """Every envelope leaves through the redactor: the configured credential, token shapes a backend
-    echoed, and unencodable text never reach an agent, whatever field they hid in. Envelopes built
-    only from local, validated input skip the work."""
-    import json
-
-    from ..redact import has_registered_secrets, needs_redaction, scrub
-
-    if not envelope.live_api_contacted and not has_registered_secrets():
-        # Nothing came from a backend and no credential was ever loaded: everything in this envelope
-        # was produced here from validated input (the manifest passed the secret scan).
-        return envelope
-    wire = envelope.to_dict()
-    text = json.dumps(wire, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        pass
-    else:
-        if not needs_redaction(text):  # the common case: one serialisation and a few substring tests
-            return envelope
-    return Envelope.model_validate(scrub(wire))
-
-def _safe_text(text: str) -> str:
-    """Backend text is relayed as is, unless it looks like it holds a credential."""
-    from ..secret_scan import value_kinds
-
-    kinds = value_kinds(text)
-    return f"<redacted: looked like a credential ({', '.join(kinds)})>" if kinds else text
+def _require_operations(caps: Capabilities, operations: tuple[str, ...]) -> None:
+    """LIFECYCLE_INCOMPLETE naming every operation in `operations` that the backend does not offer."""
+    missing = [op for op in operations if op not in caps.training.operations]
+    if missing:
+        raise Refusal(
+            ErrorCode.LIFECYCLE_INCOMPLETE,
+            "The backend does not offer every operation this needs: " + ", ".join(missing) + ".",
+            gate=Gate.CAPABILITIES, details={"missing_operations": missing},
+        )
 
 
+def _flight_timeout(what: str, gate: Gate, settings: BackendSettings) -> Refusal:
+    return Refusal(
+        ErrorCode.BACKEND_TIMEOUT,
+        f"Another call's {what} request to the backend did not finish within {settings.timeout_s:g} s; this call "
+        "waited for it and sent nothing of its own.",
+        gate=gate, details={"deadline_s": settings.timeout_s, "waited_for": what},
+    )
+
+
+def _interrupted(call: Call) -> Envelope:
+    """The answer of a call cancelled before it finished. Over MCP nobody reads it (a cancelled
+    request gets no response) but the audit line records it; the CLI prints it after Ctrl-C."""
+    key = call.facts.get("idempotency_key")
+    if call.mutation_sent:
+        action = call.facts.get("action")
+        if action is None:
+            next_step = (f"Call training_status with idempotency_key {key} to learn whether a run exists. Never "
+                         "submit with a new key; a retry with the same key can never create a second run.")
+        else:
+            next_step = (f"Call training_status with run_id {call.facts.get('run_id')} to see the run's state; if "
+                         f"the {action} has not happened, retry {action}_training with the same idempotency_key "
+                         f"({key}) and confirmation_ref. Never use a new key.")
+        return refusal(
+            ErrorCode.SUBMISSION_OUTCOME_UNKNOWN,
+            "The call was interrupted after its mutating request may have reached the backend; whether it took "
+            "effect is unknown.",
+            live_api_contacted=call.contacted, gate=Gate.CREATE,
+            details={"interrupted": True, "submission_outcome": "unknown", "idempotency_key": key},
+            next_step=next_step,
+        )
+    return refusal(
+        ErrorCode.BACKEND_TIMEOUT,
+        "The call was interrupted before it finished. Nothing was created, cancelled or cleaned up.",
+        live_api_contacted=call.contacted, gate=None, details={"interrupted": True},
+        next_step="Tell the user the call was interrupted; nothing changed. Make the same call again when asked to.",
+    )

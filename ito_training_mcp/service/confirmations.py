@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import inputs
+from ..egress import clean_envelope, clean_line, clean_progress
 from ..envelope import Envelope, ErrorCode, Gate, success
 from ..errors import Refusal
-from .base import Call, Outcome, Progress, ServiceBase, _safe_text
+from .base import Call, Outcome, Progress, ServiceBase
 from .notices import (
     NOTICE_PLAN_INVALID,
     NOTICE_PLAN_VALID,
@@ -114,6 +115,9 @@ class ConfirmationOperations(ServiceBase):
     async def confirmation_status(
         self, request_id: object, wait_seconds: object = None, *, progress: Progress | None = None
     ) -> Envelope:
+        if progress is not None:
+            progress = clean_progress(progress)  # relayed through the egress, like every outgoing string
+
         async def body(call: Call) -> Outcome:
             request_ref = inputs.identifier(request_id, "request_id")        # 0 input
             wait = inputs.bounded_int(wait_seconds, "wait_seconds", default=0, low=0, high=inputs.MAX_WAIT_SECONDS)
@@ -243,13 +247,13 @@ def _plan_data(plan: Plan, digested: DigestedManifest) -> dict[str, Any]:
     request = plan.confirmation_request
     checks = [
         {"name": c.name, "status": c.status, "reason": c.reason,
-         "message": None if c.message is None else _safe_text(c.message)}
+         "message": c.message}
         for c in plan.checks
     ]
     estimate = None
     if plan.estimate is not None:
         estimate = {"usd": f"{plan.estimate.usd}", "gpu_hours": plan.estimate.gpu_hours,
-                    "basis": _safe_text(plan.estimate.basis)}
+                    "basis": plan.estimate.basis}
     opened = None
     if request is not None:
         opened = {"request_id": request.request_id, "action": request.action, "status": request.status,
@@ -334,7 +338,8 @@ def review_offer(tool: str, envelope: Envelope) -> ReviewOffer | None:
         return None
     message = (f"Review and confirm {what}. You sign in there yourself; opening the link confirms nothing, and you "
                "can decline there.")
-    return ReviewOffer(str(request["request_id"]), str(request["action"]), str(request["review_url"]), message)
+    return ReviewOffer(str(request["request_id"]), str(request["action"]), str(request["review_url"]),
+                       clean_line(message))
 
 
 def with_elicitation(envelope: Envelope, offer: ReviewOffer, user_action: str) -> Envelope:
@@ -343,4 +348,6 @@ def with_elicitation(envelope: Envelope, offer: ReviewOffer, user_action: str) -
     assert envelope.data is not None
     data = {**envelope.data, "elicitation": {"mode": "url", "user_action": user_action,
                                              "request_id": offer.request_id}}
-    return success(data, notice=elicited(user_action, offer.action), live_api_contacted=envelope.live_api_contacted)
+    return clean_envelope(
+        success(data, notice=elicited(user_action, offer.action), live_api_contacted=envelope.live_api_contacted)
+    )

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import inputs
+from ..egress import clean_progress
 from ..envelope import Envelope, ErrorCode, Gate
 from ..errors import InputRefusal, Refusal
-from .base import Call, Outcome, Progress, ServiceBase, _safe_text
+from .base import Call, Outcome, Progress, ServiceBase
 from .notices import (
     NOTICE_CANCELLED,
     NOTICE_CLEANED,
@@ -40,6 +41,9 @@ class LifecycleOperations(ServiceBase):
         *,
         progress: Progress | None = None,
     ) -> Envelope:
+        if progress is not None:
+            progress = clean_progress(progress)  # the stage name in each message is backend text
+
         async def body(call: Call) -> Outcome:
             run_ref = inputs.optional_identifier(run_id, "run_id")           # 0 input
             key = None if idempotency_key is None else inputs.idempotency_key(idempotency_key)
@@ -122,7 +126,7 @@ class LifecycleOperations(ServiceBase):
                                            argument="cursor", problem="rejected_by_backend") from None
                     raise
             lines = [
-                {"ts": line.model_dump(mode="json")["ts"], "stage": line.stage, "message": _safe_text(line.message)}
+                {"ts": line.model_dump(mode="json")["ts"], "stage": line.stage, "message": line.message}
                 for line in logs.lines
             ]
             data = {"run_id": run_ref, "lines": lines, "next_cursor": logs.next_cursor}
@@ -144,7 +148,7 @@ class LifecycleOperations(ServiceBase):
             from ..backend_models import Checkpoints
 
             run_ref, found = await self._read_run(call, run_id, "/checkpoints", Checkpoints)
-            checkpoints = [{**c.model_dump(mode="json"), "uri": _safe_text(c.uri)} for c in found.checkpoints]
+            checkpoints = [c.model_dump(mode="json") for c in found.checkpoints]
             return {"run_id": run_ref, "checkpoints": checkpoints}, NOTICE_READ_ONLY
 
         return await self._run("list_checkpoints", body)

@@ -1,0 +1,278 @@
+"""digest_manifest benchmarks: two realistic ~1 MiB shapes, hostile inputs, and where the time goes.
+
+Every figure is a ratio against `hashlib.sha256(b)` + `json.loads(b)` of the same bytes, measured
+interleaved in the same process. Fake credentials are assembled at run time from parts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import statistics
+import string
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import Result, Row, ratio
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_MANIFEST = REPO / "examples" / "manifest.json"
+MIB = 1024 * 1024
+MS = 1000.0
+
+
+def write_private(directory: Path, name: str, content: bytes) -> str:
+    path = directory / name
+    path.write_bytes(content)
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+# ---------------------------------------------------------------------- the two valid shapes
+
+
+def _base_manifest() -> dict[str, Any]:
+    base: dict[str, Any] = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    base["description"] = ("Benchmark manifest: the example run with 256 long but valid data references. " * 30)[:2000]
+    return base
+
+
+def long_references_manifest(target_bytes: int = MIB) -> bytes:
+    """The example with 256 data references whose URIs and reports are long paths (up to 2048 chars).
+
+    Within the schema's limits: data <= 256 items, description <= 2000 characters, URIs <= 2048
+    characters (no whitespace, query, fragment or '@'), labels <= 200 characters.
+    """
+    base = _base_manifest()
+    template = base["data"][0]
+
+    def entry(i: int, uri_len: int, report_len: int) -> dict[str, Any]:
+        def padded(prefix: str, length: int) -> str:
+            filler = "".join(f"/part-{i:03d}-{j:04d}" for j in range(length // 14 + 2))
+            return (prefix + filler)[:length]
+
+        return {
+            "name": f"support-corpus-shard-{i:03d}",
+            "uri": padded(f"s3://acme-ml-data/support/shard-{i:03d}", uri_len),
+            "revision": "sha256:" + hashlib.sha256(f"shard-{i}".encode()).hexdigest(),
+            "decontamination": {
+                **template["decontamination"],
+                "eval_suites": ["mmlu", "gsm8k", "humaneval", "acme-support-heldout", f"acme-shard-{i:03d}-heldout"],
+                "report": padded(f"s3://acme-ml-data/reports/decontam-shard-{i:03d}", report_len),
+            },
+        }
+
+    def render(uri_len: int, report_len: int) -> bytes:
+        doc = {**base, "data": [entry(i, uri_len, report_len) for i in range(256)]}
+        return json.dumps(doc, indent=2).encode()
+
+    small = render(100, 100)
+    per_entry = (target_bytes - len(small)) // 256
+    uri_extra = min(per_entry // 2, 2048 - 100)
+    report_extra = min(per_entry - uri_extra, 2048 - 100)
+    return render(100 + uri_extra, 100 + report_extra)
+
+
+def path_strings_manifest(target_bytes: int = MIB) -> bytes:
+    """256 data references, each checked against up to 100 eval suites named by path-like labels:
+    about 27,000 short strings instead of 512 long ones."""
+    base = _base_manifest()
+    template = base["data"][0]
+
+    def entry(i: int, suites: int) -> dict[str, Any]:
+        return {
+            "name": f"acme/corpora/support/shard-{i:03d}",
+            "uri": f"s3://acme-ml-data/support/conversations-2026q3/shard-{i:03d}/",
+            "revision": hashlib.sha256(f"shard-{i}".encode()).hexdigest(),
+            "decontamination": {
+                **template["decontamination"],
+                "eval_suites": [f"acme/evals/suite-{j:03d}/split-{i:04d}/heldout-v3" for j in range(suites)],
+                "report": f"gs://acme-ml-reports/decontam/shard-{i:03d}/report.html",
+            },
+        }
+
+    def render(suites: int) -> bytes:
+        return json.dumps({**base, "data": [entry(i, suites) for i in range(256)]}, indent=2).encode()
+
+    suites = 100
+    while suites > 1 and len(render(suites)) > target_bytes:
+        suites -= 1
+    return render(suites)
+
+
+# ---------------------------------------------------------------------- measuring
+
+
+def baseline(content: bytes) -> None:
+    hashlib.sha256(content).hexdigest()
+    json.loads(content)
+
+
+async def paired(service: Any, path: str, content: bytes, reps: int) -> tuple[list[float], list[float], Any]:
+    """digest_manifest and the baseline, alternating which goes first; seconds."""
+    envelope = await service.digest_manifest(path)  # warm-up (first use compiles the scanner's patterns)
+    tool: list[float] = []
+    base: list[float] = []
+    for i in range(reps):
+        for label in (("tool", "base") if i % 2 == 0 else ("base", "tool")):
+            started = time.perf_counter()
+            if label == "tool":
+                await service.digest_manifest(path)
+            else:
+                baseline(content)
+            (tool if label == "tool" else base).append(time.perf_counter() - started)
+    return tool, base, envelope
+
+
+def _median_ms(fn: Callable[[], object], reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * MS
+
+
+def _scan_with_source(secret_scan: Any, document: Any, content: bytes) -> Any:
+    try:
+        return secret_scan.scan(document, source=content)
+    except TypeError:  # a scanner from before `source` (to measure "before")
+        return secret_scan.scan(document)
+
+
+def stage_breakdown(path: str, reps: int) -> dict[str, float]:
+    """Where the time goes, stage by stage (median ms), with plain `json.loads` beside strict JSON so
+    the cost of duplicate-key detection and the other strict checks is visible."""
+    from ito_training_mcp import secret_scan, strict_json
+    from ito_training_mcp.manifest import TrainingManifest, review_text
+    from ito_training_mcp.safe_read import read_regular_file
+
+    file = read_regular_file(path, max_bytes=2 * MIB, roots=None)
+    content = file.content
+    document = strict_json.loads(content)
+    manifest = TrainingManifest.model_validate(document, strict=True)
+    return {
+        "secure_read_and_sha256": _median_ms(lambda: read_regular_file(path, max_bytes=2 * MIB, roots=None), reps),
+        "json_loads_plain": _median_ms(lambda: json.loads(content), reps),
+        "strict_json (duplicate keys, depth, NaN, surrogates)": _median_ms(lambda: strict_json.loads(content), reps),
+        "secret_scan (with the JSON text)": _median_ms(lambda: _scan_with_source(secret_scan, document, content), reps),
+        "secret_scan (document walk only)": _median_ms(lambda: secret_scan.scan(document), reps),
+        "schema (pydantic model_validate)": _median_ms(
+            lambda: TrainingManifest.model_validate(document, strict=True), reps),
+        "review summary": _median_ms(lambda: review_text(manifest.review(), file.sha256), reps),
+    }
+
+
+async def bench_digest(reps: int, breakdown_reps: int, workdir: Path) -> Result:
+    from ito_training_mcp.service import TrainingService
+
+    service = TrainingService({"ITO_TRAINING_MANIFEST_MAX_BYTES": str(2 * MIB)})
+    rows: list[Row] = []
+    raw: dict[str, Any] = {"reps": reps}
+    for name, content in (("long data references", long_references_manifest()),
+                          ("many path-like strings", path_strings_manifest())):
+        path = write_private(workdir, f"{name.replace(' ', '-')}.json", content)
+        tool, base, envelope = await paired(service, path, content, reps)
+        if not envelope.ok or envelope.data["sha256"] != hashlib.sha256(content).hexdigest():
+            raise RuntimeError(f"the {name} manifest was not accepted: {envelope.to_dict().get('error')}")
+        tool_ms, base_ms = statistics.median(tool) * MS, statistics.median(base) * MS
+        r = ratio(tool_ms, base_ms)
+        rows.append(Row(f"median (ms), {name}, {len(content) / MIB:.2f} MiB", tool_ms, base_ms, "ms", r, "<= 3x",
+                        r <= 3.0))
+        raw[name] = {"bytes": len(content), "tool_ms": [x * MS for x in tool], "baseline_ms": [x * MS for x in base]}
+        if breakdown_reps:
+            raw[name]["stage_median_ms"] = stage_breakdown(path, breakdown_reps)
+
+    small = EXAMPLE_MANIFEST.read_bytes()
+    small_path = write_private(workdir, "example-manifest.json", small)
+    tool, base, _ = await paired(service, small_path, small, max(reps, 9))
+    tool_ms, base_ms = statistics.median(tool) * MS, statistics.median(base) * MS
+    rows.append(Row(f"median (ms), example ({len(small)} B)", tool_ms, base_ms, "ms", ratio(tool_ms, base_ms),
+                    "report", None))
+    return Result("digest_manifest", "digest_manifest of valid ~1 MiB manifests vs sha256 + json.loads (in-process)",
+                  rows, raw=raw)
+
+
+# ---------------------------------------------------------------------- hostile inputs
+
+
+def _fake(*parts: str) -> str:
+    return "".join(parts)
+
+
+def _fill(unit: str, budget: int) -> str:
+    return unit * max(1, budget // len(unit.encode()))
+
+
+def hostile_inputs() -> dict[str, bytes]:
+    """JSON documents of at most 1 MiB built to make a scanner slow: runs of trigger prefixes, many
+    separators, many strings or keys that almost match, invisible characters, escapes."""
+    budget = MIB - 64
+    rng = random.Random(7)
+    docs: dict[str, Any] = {}
+    units = ["ghp_", "AKIA", "sk-", "sk-a", "eyJ", "eyJa.", "password=", "password", "Bearer ", "basic ", "Basic QUFB",
+             "://", "://a@", "=", ":", "a:b@", "@", "?sig=", "-----BEGIN ", "token: ", "mailto:a@b.co ", "xoxb-",
+             "hf_", "SK", "dapi", "authorization: ", "LS0tLS1CRUdJTi", "0Q~", ":AA", "x"]
+    for unit in units:
+        docs[f"one string: {unit!r} repeated"] = {"description": _fill(unit, budget)}
+    try:
+        from ito_training_mcp.secret_rules import KEY_NAME_STEMS, RULES
+
+        anchors = sorted({a for rule in RULES for a in rule.anchors} | set(KEY_NAME_STEMS))
+    except ImportError:  # an older scanner (to measure "before"): its trigger words
+        anchors = ["PRIVATE KEY", "AKIA", "ASIA", "gh", "github_pat_", "hf_", "sk-", "xox", "hooks.slack.com",
+                   "_live_", "_test_", "AIza", "eyJ", "bearer", "://", "accountkey", "password", "secret", "apikey",
+                   "api_key", "access_token", "auth_token", "basic"]
+    docs["one string: every anchor, mixed"] = {"description": _fill(" ".join(anchors) + " ", budget - 4096)}
+    alphabet = string.ascii_letters + string.digits + "-_"
+    docs["one string: random base64url"] = {"description": "".join(rng.choice(alphabet) for _ in range(budget))}
+    wide = string.ascii_letters + string.digits + "+/=-_.:@?&%~ "
+    docs["one string: random printable"] = {"description": "".join(rng.choice(wide) for _ in range(budget))}
+    docs["60k short path strings"] = {"paths": [f"acme/p-{i:06d}" for i in range(budget // 18)]}
+    docs["40k near misses (task-...)"] = {"names": [f"task-{i:06d}abcdefghij" for i in range(budget // 26)]}
+    docs["50k strings 'tokenizer'"] = {"names": ["tokenizer"] * (budget // 12)}
+    docs["30k distinct keys with stems"] = {f"tokenizer_{i:06d}": 1 for i in range(budget // 23)}
+    docs["30k distinct plain keys"] = {f"k{i:06d}": 1 for i in range(budget // 12)}
+    nested: Any = "leaf"
+    for _ in range(30):
+        nested = {"description": "x", "data": nested}
+    docs["deeply repeated keys"] = {"items": [nested] * (budget // 600)}
+    token = _fake("gh", "p_", "Zq9" * 12)
+    docs["20k credentials"] = {"leaks": [token] * (budget // 44)}
+    docs["credential at the very end"] = {"paths": [f"acme/p-{i:06d}" for i in range(budget // 18 - 4)] + [token]}
+    docs["CJK text"] = {"description": _fill("密码パスワードпароль données 模型训练 ", budget)}
+    docs["zero-width joiners"] = {"description": _fill("a\u200d", budget)}
+    cf = "".join(chr(c) for c in (0xAD, 0x600, 0x61C, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F),
+                                  *range(0x2060, 0x2065), 0xFEFF, *range(0xE0020, 0xE0080)))
+    docs["every format character"] = {"description": _fill("a" + cf, budget)}
+    out = {name: json.dumps(doc, ensure_ascii=False).encode() for name, doc in docs.items()}
+    unit = "ghp_abc/"
+    escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
+    out["every character \\u-escaped"] = escaped.replace(unit, "".join(f"\\u{ord(c):04x}" for c in unit)).encode()
+    return {name: content for name, content in out.items() if len(content) <= MIB}
+
+
+async def bench_digest_hostile(reps: int, workdir: Path) -> Result:
+    from ito_training_mcp.service import TrainingService
+
+    service = TrainingService({"ITO_TRAINING_MANIFEST_MAX_BYTES": str(2 * MIB)})
+    per_input: dict[str, dict[str, Any]] = {}
+    for i, (name, content) in enumerate(hostile_inputs().items()):
+        path = write_private(workdir, f"hostile-{i:02d}.json", content)
+        tool, base, envelope = await paired(service, path, content, max(reps, 1))
+        tool_ms, base_ms = statistics.median(tool) * MS, statistics.median(base) * MS
+        per_input[name] = {"bytes": len(content), "tool_ms": tool_ms, "baseline_ms": base_ms,
+                           "ratio": ratio(tool_ms, base_ms),
+                           "outcome": "accepted" if envelope.ok else envelope.error.code.value}
+    worst_name = max(per_input, key=lambda n: per_input[n]["ratio"])
+    worst = per_input[worst_name]
+    rows = [Row(f"worst: {worst_name}", worst["tool_ms"], worst["baseline_ms"], "ms", worst["ratio"], "<= 5x",
+                worst["ratio"] <= 5.0)]
+    median_ratio = statistics.median(v["ratio"] for v in per_input.values())
+    rows.append(Row(f"median ratio over {len(per_input)} inputs", median_ratio, 1.0, "x", median_ratio, "report", None))
+    title = "digest_manifest of hostile inputs <= 1 MiB vs sha256 + json.loads of the same bytes"
+    return Result("digest_hostile", title, rows, raw={"reps": reps, "inputs": per_input})

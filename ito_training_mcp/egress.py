@@ -1,0 +1,252 @@
+"""The one way out (contract §10): every string that leaves this server passes through here.
+
+Envelopes, progress messages, stderr log lines, audit lines and CLI output all use these
+functions; nothing writes a string out any other way. For each string, in this order:
+
+1. **Redaction.** Every credential this process resolved (registered with `redact`) and provider
+   token shapes become `<redacted>`. A string that still holds one once its invisible characters
+   are removed is replaced whole: a zero-width space inside an echoed token cannot smuggle the
+   token out in two visible halves.
+2. **Escaping.** Every character Python does not call printable -- C0 and C1 controls, DEL,
+   bidi controls and marks, zero-width and other format characters, line and paragraph separators,
+   surrogates, private-use and unassigned code points, spaces other than U+0020 -- is written as
+   `⟨U+XXXX⟩` (the same convention the desk uses). No terminal can interpret what it cannot see.
+   Newline and tab survive only in texts that are multi-line by design (the review text and the
+   manifest's description), never CR, ESC or anything else.
+
+Relayed backend text -- everything in an envelope's `data` and `error.details` except the review a
+local digest produced -- additionally passes the full manifest scanner (`secret_scan.value_kinds`)
+and is replaced by a redaction note on any finding: a training job can print a PEM key or a
+database URL with its password; this server does not forward it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from .envelope import Envelope
+from .redact import Redactor
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+HIDDEN_CREDENTIAL_NOTE = "<redacted: held a credential behind invisible characters>"
+_KEPT_IN_MULTILINE = re.compile(r"([\n\t])")
+# Envelope fields that are multi-line by design; everything else is one line.
+MULTILINE_FIELDS = frozenset({("data", "review_text"), ("data", "review", "description")})
+# Envelope fields built locally from a manifest that already passed the scanner and the character
+# rule at gate 2. They are not relayed backend text (scanning a composed text again could only
+# produce false alarms), and hold no token shape; the configured credential and escaping still apply.
+LOCALLY_SCANNED = frozenset({("data", "review"), ("data", "review_text")})
+_RELAYED_ROOTS = frozenset({("data",), ("error", "details")})
+
+
+def visible(code_point: str) -> str:
+    """How one unprintable character is shown: `⟨U+202E⟩`."""
+    return f"⟨U+{ord(code_point):04X}⟩"
+
+
+def _escape_all(text: str) -> str:
+    return "".join(ch if ch.isprintable() else visible(ch) for ch in text)
+
+
+def _printable(text: str, multiline: bool) -> bool:
+    if text.isprintable():  # C speed: the common case costs one pass
+        return True
+    return multiline and text.replace("\n", "").replace("\t", "").isprintable()
+
+
+def escape(text: str, *, multiline: bool = False) -> str:
+    """Show every unprintable character as `⟨U+XXXX⟩`; keep newline and tab only when `multiline`."""
+    if text.isprintable():
+        return text
+    if not multiline:
+        return _escape_all(text)
+    return "".join(
+        part if part in ("\n", "\t") or part.isprintable() else _escape_all(part)
+        for part in _KEPT_IN_MULTILINE.split(text)
+    )
+
+
+def _strip_unprintable(text: str, keep: str) -> str:
+    return "".join(ch for ch in text if ch.isprintable() or ch in keep)
+
+
+def clean_text(
+    text: str, *, multiline: bool = False, redactor: Redactor | None = None, shapes: bool = True
+) -> str:
+    """The egress of one string: secrets redacted, a credential hidden behind invisible characters
+    replaced whole, unprintable characters escaped. `shapes=False` skips the token-shape patterns
+    for text that already passed the full scanner (never the configured credential, never escaping)."""
+    redactor = redactor or Redactor()
+    text = redactor.redact(text, shapes=shapes)
+    if _printable(text, multiline):
+        return text
+    shown = _strip_unprintable(text, "\n\t" if multiline else "")
+    if redactor.holds_secret(shown) if shapes else redactor.holds_known(shown):
+        return HIDDEN_CREDENTIAL_NOTE
+    return escape(text, multiline=multiline)
+
+
+def clean_line(text: str) -> str:
+    """One line for a terminal, a log or a progress bar: nothing in it can start another line."""
+    return clean_text(text, multiline=False)
+
+
+def relay_note(kinds: list[str]) -> str:
+    return f"<redacted: looked like a credential ({', '.join(kinds)})>"
+
+
+def relayed_text(text: str) -> str:
+    """Backend text relayed to an agent: the full manifest scanner, then the egress of any string."""
+    kinds = _value_kinds()(text)
+    return relay_note(kinds) if kinds else text
+
+
+@functools.cache
+def _value_kinds() -> Callable[[str], list[str]]:
+    from .secret_scan import value_kinds  # lazy: keeps start-up light
+
+    return value_kinds
+
+
+# ---------------------------------------------------------------------- envelopes
+
+
+class _Walk:
+    """One pass over an envelope's fields; remembers whether anything changed."""
+
+    def __init__(self) -> None:
+        self.changed = False
+        self.redactor = Redactor()
+
+    def is_clean(self, parts: list[tuple[tuple[str, ...], Any]]) -> bool:
+        """The quick path for the usual envelope: all of its text at once. Every string is printable,
+        no secret or token shape is in the text, and the relayed strings together give the scanner
+        no finding -- then no string needs work. (The scanner finds in a newline-joined text whatever
+        it finds in one of its lines; test_egress pins that.) Anything else takes the full walk."""
+        own: list[str] = []
+        relayed: list[str] = []
+        for path, value in parts:
+            if not self._collect(value, path, False, own, relayed):
+                return False
+        everything = own + relayed
+        if not "".join(everything).isprintable() or self.redactor.holds_secret("\n".join(everything)):
+            return False
+        return not relayed or not _value_kinds()("\n".join(relayed))
+
+    def _collect(self, value: Any, path: tuple[str, ...], relayed: bool, own: list[str], out: list[str]) -> bool:
+        if path in _RELAYED_ROOTS:
+            relayed = True
+        if path in LOCALLY_SCANNED:
+            return self._already_clean(value)
+        if len(path) >= 2:  # below the roots nothing changes zone: gather the rest in one sweep
+            (out if relayed else own).extend(_strings(value))
+            return True
+        if isinstance(value, str):
+            (out if relayed else own).append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                (out if relayed else own).append(str(key))
+                if not self._collect(item, (*path, str(key)), relayed, own, out):
+                    return False
+        elif isinstance(value, list | tuple):
+            return all(self._collect(item, path, relayed, own, out) for item in value)
+        return True
+
+    def string(self, text: str, path: tuple[str, ...], relayed: bool, scanned: bool) -> str:
+        out = relayed_text(text) if relayed else text
+        out = clean_text(out, multiline=path in MULTILINE_FIELDS, redactor=self.redactor, shapes=not scanned)
+        if out != text:
+            self.changed = True
+        return out
+
+    def value(self, value: Any, path: tuple[str, ...], relayed: bool = False, scanned: bool = False) -> Any:
+        if path in _RELAYED_ROOTS:
+            relayed = True
+        if path in LOCALLY_SCANNED:
+            relayed, scanned = False, True
+            if self._already_clean(value):
+                return value
+        if isinstance(value, str):
+            return self.string(value, path, relayed, scanned)
+        if isinstance(value, list | tuple):
+            return [self.value(item, path, relayed, scanned) for item in value]
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for index, (key, item) in enumerate(value.items()):
+                name = self.string(key, (*path, "<key>"), relayed, scanned) if isinstance(key, str) else key
+                if name in out:  # two keys cleaned to the same text: keep both, distinguishably
+                    name = f"{name} #{index}"
+                    self.changed = True
+                out[name] = self.value(item, (*path, str(key)), relayed, scanned)
+            return out
+        return value
+
+    def _already_clean(self, value: Any) -> bool:
+        """The fast path for a digest's review (up to a mebibyte of text): it passed the scanner and the
+        character rule at gate 2, so only a registered credential or another unprintable character (a
+        zero-width space, say) could need work. One C-level serialisation answers both: JSON escapes
+        the tab and newline the rule allows, and leaves every other character as it is."""
+        if isinstance(value, str):
+            return _printable(value, True) and not self.redactor.holds_known(value)
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return False
+        return text.isprintable() and not self.redactor.holds_known_in_json(text)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                yield str(key)
+                stack.append(item)
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+
+
+def clean_envelope(envelope: Envelope) -> Envelope:
+    """Every string and key of an envelope through the egress; the same object when nothing changed.
+
+    The walk reads the model's fields directly (not its JSON form), so even text that could not be
+    encoded -- a lone surrogate -- is escaped rather than failing the call."""
+    walk = _Walk()
+    parts: list[tuple[tuple[str, ...], Any]] = [(("notice",), envelope.notice)]
+    if envelope.data is not None:
+        parts.append((("data",), envelope.data))
+    if envelope.error is not None:
+        parts += [(("error", "message"), envelope.error.message), (("error", "details"), envelope.error.details)]
+    if walk.is_clean(parts):
+        return envelope
+    fields: dict[str, Any] = {"ok": envelope.ok, "live_api_contacted": envelope.live_api_contacted,
+                              "notice": walk.value(envelope.notice, ("notice",))}
+    if envelope.data is not None:
+        fields["data"] = walk.value(envelope.data, ("data",))
+    if envelope.error is not None:
+        error = envelope.error
+        fields["error"] = {"code": error.code, "retryable": error.retryable, "gate": error.gate,
+                           "message": walk.value(error.message, ("error", "message")),
+                           "details": walk.value(error.details, ("error", "details"))}
+    if not walk.changed:
+        return envelope
+    return Envelope.model_validate(fields)
+
+
+def clean_progress(progress: Progress) -> Progress:
+    """A progress callback whose message always passes the egress first. A message carries backend
+    text (a stage name), so it is relayed text too. Cleaning is idempotent: wrapping twice costs a
+    little and changes nothing."""
+
+    async def report(value: float, total: float | None, message: str | None) -> None:
+        await progress(value, total, None if message is None else clean_line(relayed_text(message)))
+
+    return report

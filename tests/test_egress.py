@@ -1,0 +1,213 @@
+"""The one egress function (contract §10): redaction and visible escaping of every string.
+
+Unit and property tests of `egress.py` itself; test_egress_paths.py drives the same through every
+way out of the server (envelope, progress, stderr log, audit line, CLI output).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ito_training_mcp import egress, logs
+from ito_training_mcp.credentials import Credential
+from ito_training_mcp.envelope import ErrorCode, Gate, refusal, success
+
+from .conftest import CANARY_AWS, CANARY_GITHUB, CANARY_TOKEN
+
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx3...\n-----END RSA PRIVATE KEY-----"
+DATABASE_URL = "postgres://trainer:Winter2026!db@db.internal:5432/runs"
+SECRETS = [CANARY_TOKEN, CANARY_GITHUB, CANARY_AWS, f"Bearer {CANARY_TOKEN}"]
+RELAYED_SECRETS = [*SECRETS, PEM, DATABASE_URL, "password=hunter2hunter2"]
+
+# Every code point Python does not call printable, by range: what may never leave raw.
+CONTROL_AND_BIDI = [chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
+                                     *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C, 0x2028, 0x2029)]
+OTHER_UNPRINTABLE = ["\u200b", "\u200d", "\ufeff", "\u00ad", "\U000e0041", "\ud800", "\ue000", "\u00a0", "\u3000",
+                     "\U0010ffff", "\u0378"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def registered_canary() -> None:
+    Credential(CANARY_TOKEN, "ITO_API_KEY")  # registers the configured credential, as resolving it does
+
+
+def raw_unprintable(text: str, allowed: str = "") -> list[str]:
+    return [ch for ch in text if not ch.isprintable() and ch not in allowed]
+
+
+@pytest.mark.parametrize("ch", CONTROL_AND_BIDI + OTHER_UNPRINTABLE, ids=lambda c: f"U+{ord(c):04X}")
+def test_every_unprintable_character_is_shown_visibly(ch: str) -> None:
+    out = egress.clean_line(f"a{ch}b")
+    assert out == f"a⟨U+{ord(ch):04X}⟩b"
+    assert egress.clean_line(out) == out  # idempotent: cleaning twice changes nothing
+
+
+def test_newline_and_tab_survive_only_in_multiline_text() -> None:
+    text = "line 1\n\tline 2\r\x1b[2Kline 3"
+    assert egress.clean_text(text, multiline=True) == "line 1\n\tline 2⟨U+000D⟩⟨U+001B⟩[2Kline 3"
+    assert egress.clean_line(text) == "line 1⟨U+000A⟩⟨U+0009⟩line 2⟨U+000D⟩⟨U+001B⟩[2Kline 3"
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_credentials_and_token_shapes_are_redacted(secret: str) -> None:
+    out = egress.clean_line(f"stage {secret} done")
+    assert CANARY_TOKEN not in out and CANARY_GITHUB not in out and CANARY_AWS not in out
+    assert "<redacted>" in out
+
+
+@pytest.mark.parametrize("hider", ["\u200b", "\u202e", "\x00", "\u2060", "\U000e0020"])
+def test_a_credential_split_by_invisible_characters_is_replaced_whole(hider: str) -> None:
+    split = CANARY_TOKEN[:10] + hider + CANARY_TOKEN[10:]
+    out = egress.clean_line(f"token={split}")
+    assert out == egress.HIDDEN_CREDENTIAL_NOTE
+    assert CANARY_TOKEN[10:] not in out
+
+
+SHAPED = RELAYED_SECRETS[1:]  # every kind the manifest scanner knows (the configured token is no shape)
+
+
+@pytest.mark.parametrize("secret", SHAPED, ids=range(len(SHAPED)))
+def test_relayed_text_passes_the_full_scanner(secret: str) -> None:
+    out = egress.relayed_text(f"checkpoint written; {secret}")
+    assert out.startswith("<redacted: looked like a credential (")
+    assert "Winter2026" not in out and "PRIVATE KEY" not in out
+
+
+def test_an_envelope_keeps_its_multiline_fields_and_relays_nothing_secret() -> None:
+    data: dict[str, Any] = {
+        "review_text": "Model: x\nSHA-256: abc",
+        "review": {"description": "a\n\tb", "model": {"name": "m\u202e"}},
+        "stages": [{"name": f"sft\x1b[31m{CANARY_TOKEN}", "gate": {"evals": {PEM: DATABASE_URL, "ok": 0.5}}}],
+        "lines": [{"message": f"line\nfake line {DATABASE_URL}"}],
+    }
+    env = egress.clean_envelope(success(data, notice="n", live_api_contacted=True))
+    assert env.data is not None
+    assert env.data["review_text"] == "Model: x\nSHA-256: abc"
+    assert env.data["review"]["description"] == "a\n\tb"
+    assert env.data["review"]["model"]["name"] == "m⟨U+202E⟩"
+    wire = env.to_json()
+    for forbidden in (CANARY_TOKEN, "PRIVATE KEY", "Winter2026", "\x1b", "\u202e"):
+        assert forbidden not in wire
+    assert "\\n" not in json.dumps(env.data["lines"])  # a relayed line cannot start another line
+    [evals] = [s["gate"]["evals"] for s in env.data["stages"]]
+    assert evals["ok"] == 0.5 and len(evals) == 2
+
+
+def test_details_are_relayed_text_and_messages_are_ours() -> None:
+    env = refusal(ErrorCode.BACKEND_ERROR, "The backend failed.\x1b[2J", live_api_contacted=True, gate=Gate.CREATE,
+                  details={"backend_code": "rk_live_" + "A" * 24, "status": 500})
+    out = egress.clean_envelope(env)
+    assert out.error is not None and out.error.details is not None
+    assert out.error.details["backend_code"].startswith("<redacted")
+    assert out.error.message == "The backend failed.⟨U+001B⟩[2J"
+
+
+def test_an_envelope_with_nothing_to_clean_is_returned_as_is() -> None:
+    env = success({"run_id": "run-1", "stages": [{"name": "sft"}]}, notice="ok", live_api_contacted=True)
+    assert egress.clean_envelope(env) is env
+
+
+_ANY_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40) | st.text(max_size=20)
+_HOSTILE = st.one_of(
+    _ANY_TEXT,
+    st.sampled_from(RELAYED_SECRETS + CONTROL_AND_BIDI + OTHER_UNPRINTABLE),
+    st.tuples(_ANY_TEXT, st.sampled_from(RELAYED_SECRETS), _ANY_TEXT).map("".join),
+    st.tuples(st.sampled_from(CONTROL_AND_BIDI), _ANY_TEXT).map("".join),
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _HOSTILE,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_HOSTILE, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+# Messages and notices are this server's own text (never relayed), so they get redaction and escaping
+# but not the relay scanner: they are drawn without the shapes only that scanner knows.
+_OWN_TEXT = st.one_of(_ANY_TEXT, st.tuples(_ANY_TEXT, st.sampled_from(SECRETS + CONTROL_AND_BIDI), _ANY_TEXT).map("".join))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(data=st.dictionaries(_HOSTILE, _JSON, max_size=5), message=_OWN_TEXT)
+def test_property_nothing_unprintable_or_secret_leaves_in_an_envelope(data: dict[str, Any], message: str) -> None:
+    for env in (success(data, notice="n", live_api_contacted=False),
+                refusal(ErrorCode.BACKEND_ERROR, message, live_api_contacted=True, gate=None, details=data)):
+        out = egress.clean_envelope(env)
+        wire = out.to_json()  # ensure_ascii=False: what an agent or a terminal receives
+        wire.encode("utf-8")
+        assert raw_unprintable(wire, allowed="\n") == [], wire
+        for secret in (CANARY_TOKEN, CANARY_GITHUB, CANARY_AWS, "Winter2026", "PRIVATE KEY"):
+            assert secret not in wire
+        assert egress.clean_envelope(out) is out  # a cleaned envelope is clean
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(text=_HOSTILE)
+def test_property_a_line_is_one_printable_line(text: str) -> None:
+    out = egress.clean_line(text)
+    assert out.isprintable()
+    assert CANARY_TOKEN not in out and CANARY_GITHUB not in out and CANARY_AWS not in out
+
+
+def test_log_records_pass_the_egress(capsys: pytest.CaptureFixture[str]) -> None:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        logs.configure("INFO")
+        logging.getLogger("ito_training_mcp.test").warning("stage %s\n%s %s", "\x1b[2J\u202e", CANARY_TOKEN, PEM)
+        try:
+            raise ValueError(CANARY_TOKEN)
+        except ValueError:
+            logging.getLogger("ito_training_mcp.test").exception("failed")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 2, err  # one record, one line: a newline in a message cannot forge another
+    assert "⟨U+001B⟩[2J⟨U+202E⟩" in lines[0]
+    assert CANARY_TOKEN not in err and "\x1b" not in err and "\u202e" not in err
+    assert lines[1].endswith("failed [ValueError]")
+
+
+def test_progress_messages_pass_the_egress() -> None:
+    import anyio
+
+    seen: list[str | None] = []
+
+    async def sink(value: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async def go() -> None:
+        report = egress.clean_progress(sink)
+        await report(1, 2, f"run r: running, stage sft\x1b]0;{CANARY_TOKEN}\x07")
+        await report(2, 2, f"run r: stage {DATABASE_URL}")
+        await report(2, 2, None)
+
+    anyio.run(go)
+    assert seen[0] is not None and seen[0].isprintable() and CANARY_TOKEN not in seen[0]
+    assert seen[1] is not None and seen[1].startswith("<redacted: looked like a credential")
+    assert seen[2] is None
+
+
+_LINE = st.text(st.characters(codec="utf-8", exclude_characters="\n"), max_size=30)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(before=st.lists(_LINE, max_size=3), secret=st.sampled_from(SHAPED), after=st.lists(_LINE, max_size=3))
+def test_property_the_scanner_finds_in_joined_lines_what_it_finds_in_one(
+    before: list[str], secret: str, after: list[str]
+) -> None:
+    """The envelope's quick path scans all relayed strings at once, joined by newlines, and walks them
+    one by one only when that finds something. That is sound only if a finding in one string is a
+    finding in the joined text; a scanner change that breaks this must fail here."""
+    from ito_training_mcp.secret_scan import value_kinds
+
+    alone = set(value_kinds(secret))
+    assert alone
+    assert alone <= set(value_kinds("\n".join([*before, secret, *after])))

@@ -1,0 +1,107 @@
+"""Properties of the secret scanner on generated input: it never raises, it finds known credentials
+in any surrounding text, and its whole-document shortcuts (strings joined with NUL, the raw JSON
+text) report exactly what checking every key and string on its own would report."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ito_training_mcp import secret_scan
+from ito_training_mcp.secret_scan import HIDDEN, Finding
+
+from .secret_corpus import BENIGN_KEYS, BENIGN_VALUES, SECRETS
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Any text, including lone surrogates (which a JSON escape can produce) and invisible characters.
+any_text = st.text(st.one_of(st.characters(), st.sampled_from(["\ud800", "\udfff", "\u200d", "\x00", "\ufeff"])),
+                   max_size=80)
+trigger_text = st.lists(st.sampled_from(["ghp_", "sk-", "AKIA", "eyJ", "://", "@", ":", "=", "?", "&", "Bearer ", "basic ",
+                                        "password", "token", "a", "Z", "0", "9", "-", "_", ".", "/", " ", "\n", "\u200d"]),
+                       max_size=40).map("".join)
+secrets = st.sampled_from(SECRETS)
+separators = st.sampled_from([" ", "\n", "\t", ", ", "; ", " (", ") ", " [", "] ", " <", "> ", " | "])
+plain = st.text(st.characters(blacklist_categories=("Cf", "Cs", "Cc", "Mn", "Me")), max_size=60)
+
+
+@SETTINGS
+@given(st.one_of(any_text, trigger_text))
+def test_value_kinds_and_key_names_never_raise(text: str) -> None:
+    kinds = secret_scan.value_kinds(text)
+    assert kinds == sorted(set(kinds))
+    assert isinstance(secret_scan.credential_key_name(text), bool)
+
+
+@SETTINGS
+@given(secrets, plain, plain, separators, separators)
+def test_a_known_credential_is_found_in_any_surrounding_text(example: Any, before: str, after: str, left: str,
+                                                             right: str) -> None:
+    kinds = secret_scan.value_kinds(before + left + example.text + right + after)
+    assert example.kind in kinds or kinds == [HIDDEN]
+
+
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.sampled_from(BENIGN_VALUES),
+                         secrets.map(lambda e: e.text), plain, trigger_text)
+json_keys = st.one_of(st.sampled_from(BENIGN_KEYS), st.sampled_from(["password", "apiKey", "hf_token", "Passwort"]),
+                      secrets.map(lambda e: e.text), plain, trigger_text)
+documents = st.recursive(json_scalars, lambda inner: st.one_of(st.lists(inner, max_size=5),
+                                                               st.dictionaries(json_keys, inner, max_size=5)),
+                         max_leaves=25)
+
+
+def _reference(document: Any) -> set[Finding]:
+    """Every key and every string checked on its own, pointers built for every member."""
+    found: set[Finding] = set()
+    if isinstance(document, str):
+        found |= {Finding("", kind) for kind in secret_scan.value_kinds(document)}
+
+    def key_kinds(key: str) -> list[str]:
+        kinds = secret_scan.value_kinds(key)
+        return kinds or (["credential_key_name"] if secret_scan.credential_key_name(key) else [])
+
+    def token(key: str) -> str:
+        shaped = any(k != "credential_key_name" for k in key_kinds(key))
+        plain_key = secret_scan._PLAIN_KEY.fullmatch(key) is not None
+        return secret_scan.escape_pointer_token(key) if plain_key and not shaped else "*"
+
+    def walk(node: Any, pointer: str) -> None:
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+        for name, child in items:
+            child_pointer = f"{pointer}/{token(name) if isinstance(name, str) else name}"
+            if isinstance(name, str):
+                found.update(Finding(child_pointer, kind, in_key=True) for kind in key_kinds(name))
+            if isinstance(child, str):
+                found.update(Finding(child_pointer, kind) for kind in secret_scan.value_kinds(child))
+            walk(child, child_pointer)
+
+    walk(document, "")
+    return found
+
+
+@SETTINGS
+@given(documents, st.sampled_from([None, 2]), st.booleans())
+def test_document_scan_equals_checking_every_string_alone(document: Any, indent: int | None, ascii_only: bool) -> None:
+    reference = _reference(document)
+    text = json.dumps(document, indent=indent, ensure_ascii=ascii_only)
+    with_source = secret_scan.scan(document, source=text)
+    walked = secret_scan.scan(document)
+    assert with_source == walked
+    if len(reference) < secret_scan.MAX_FINDINGS:
+        assert set(walked) == {Finding(f.pointer[:200], f.kind, f.in_key) for f in reference}
+    else:
+        assert len(walked) == secret_scan.MAX_FINDINGS and set(walked) <= {
+            Finding(f.pointer[:200], f.kind, f.in_key) for f in reference}
+
+
+@SETTINGS
+@given(secrets, st.integers(min_value=1, max_value=200))
+def test_a_credential_split_across_two_strings_is_not_glued_together(example: Any, cut: int) -> None:
+    cut = min(cut, len(example.text) - 1)
+    halves = [example.text[:cut], example.text[cut:]]
+    document = {"parts": halves}
+    expected = {Finding(f"/parts/{i}", kind) for i, half in enumerate(halves) for kind in secret_scan.value_kinds(half)}
+    assert set(secret_scan.scan(document, source=json.dumps(document))) == expected
