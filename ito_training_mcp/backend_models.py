@@ -15,12 +15,16 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from .inputs import ID_PATTERN, KEY_PATTERN
 
 CONTRACT_VERSION = "ito.training.v1"
 REQUIRED_OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup")
+# The person's step (plans, confirmation requests): required on top of the seven by plan_training,
+# request_confirmation and confirmation_status only.
+CONFIRMATION_OPERATIONS = ("plan", "confirmation_requests")
+MAX_REVIEW_URL_CHARS = 2048
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 _DECIMAL = re.compile(r"^-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$")
 
@@ -55,7 +59,28 @@ def _finite_number(value: object) -> float:
     return number
 
 
+def _review_url(value: object) -> str:
+    """Where the person reviews a request: an absolute https URL (http only to a literal loopback
+    host), no userinfo, query or fragment, a normalised path, bounded length -- the rule for
+    ITO_API_URL -- and nothing that looks like a credential. A URL that could carry a sign-in token is
+    refused: the review URL is never pre-authenticated."""
+    from .config import parse_endpoint
+    from .errors import ConfigRefusal
+    from .secret_scan import value_kinds
+
+    if not isinstance(value, str) or len(value) > MAX_REVIEW_URL_CHARS or value != value.strip():
+        raise ValueError("must be an absolute URL")
+    try:
+        endpoint = parse_endpoint(value)
+    except ConfigRefusal:
+        raise ValueError("must be an absolute https URL without userinfo, query or fragment") from None
+    if not endpoint.path or value_kinds(value):
+        raise ValueError("must name a review page and hold no credential")
+    return value
+
+
 Timestamp = Annotated[datetime, BeforeValidator(_timestamp)]
+ReviewUrl = Annotated[str, BeforeValidator(_review_url)]
 Money = Annotated[Decimal, BeforeValidator(_decimal_string)]
 Number = Annotated[float, BeforeValidator(_finite_number)]
 Id = Annotated[str, Field(pattern=ID_PATTERN)]
@@ -197,6 +222,74 @@ class CleanupResult(_Response):
     run_id: Id
     cleaned: list[Text] = Field(max_length=1000)
     booking_untouched: StrictBool
+
+
+# ---------------------------------------------------------------------- the person's step
+
+
+RequestAction = Literal["training.create", "training.cancel", "training.cleanup"]
+RequestStatus = Literal["pending", "confirmed", "declined", "expired"]
+
+
+class ConfirmationRequest(_Response):
+    """A confirmation request: what a person decides at the desk. `confirmation_ref` is set iff confirmed."""
+
+    request_id: Id
+    account_id: Id
+    action: RequestAction
+    status: RequestStatus
+    booking_id: Id
+    run_id: Id | None = None
+    plan_id: Id | None = None
+    manifest_sha256: Sha256 | None = None
+    max_cost_usd: Money
+    review_url: ReviewUrl
+    expires_at: Timestamp
+    created_at: Timestamp
+    decided_at: Timestamp | None = None
+    confirmation_ref: Id | None = None
+
+    @model_validator(mode="after")
+    def _ref_iff_confirmed(self) -> ConfirmationRequest:
+        if (self.confirmation_ref is not None) != (self.status == "confirmed"):
+            raise ValueError("confirmation_ref is set iff the request is confirmed")
+        return self
+
+
+class PlanCheck(_Response):
+    name: Code
+    status: Literal["passed", "failed"]
+    reason: Code | None = None
+    message: Annotated[StrictStr, Field(max_length=1024)] | None = None
+
+
+class Estimate(_Response):
+    usd: Money
+    gpu_hours: Number = Field(ge=0)
+    basis: Annotated[StrictStr, Field(max_length=1024)]
+
+
+class Plan(_Response):
+    """A training plan: the backend's own validation of the manifest bytes, its estimate, and (iff every
+    check passed) the pending `training.create` request it opened."""
+
+    plan_id: Id
+    account_id: Id
+    booking_id: Id
+    manifest_sha256: Sha256
+    valid: StrictBool
+    checks: list[PlanCheck] = Field(min_length=1, max_length=32)
+    estimate: Estimate | None = None
+    confirmation_request: ConfirmationRequest | None = None
+    created_at: Timestamp
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Plan:
+        if self.valid != all(check.status == "passed" for check in self.checks):
+            raise ValueError("valid must say whether every check passed")
+        if self.valid != (self.confirmation_request is not None):
+            raise ValueError("a request is opened iff the plan is valid")
+        return self
 
 
 class ErrorDetail(_Response):

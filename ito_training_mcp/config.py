@@ -28,6 +28,11 @@ ENV_ENTITLEMENT_MAX_AGE = "ITO_TRAINING_ENTITLEMENT_MAX_AGE_S"
 ENV_RECOVERY_ATTEMPTS = "ITO_TRAINING_RECOVERY_ATTEMPTS"
 ENV_CAPABILITIES_TTL = "ITO_TRAINING_CAPABILITIES_TTL_S"
 ENV_POLL_INTERVAL = "ITO_TRAINING_POLL_INTERVAL_S"
+ENV_MAX_WAIT = "ITO_TRAINING_MAX_WAIT_S"
+# The longest one training_status / confirmation_status call waits: mainstream clients time a call
+# out after 60-120 s. Configurable up to the 600 s a wait_seconds argument may ask for.
+DEFAULT_MAX_WAIT_S = 55
+MAX_WAIT_LIMIT_S = 600
 
 MIB = 1024 * 1024
 
@@ -255,6 +260,7 @@ class BackendSettings:
     recovery_attempts: int
     capabilities_ttl_s: float
     poll_interval_s: float
+    max_wait_s: int
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BackendSettings | None:
@@ -273,4 +279,5 @@ class BackendSettings:
             recovery_attempts=_integer(env, ENV_RECOVERY_ATTEMPTS, 3, 1, 10, a),
             capabilities_ttl_s=_number(env, ENV_CAPABILITIES_TTL, 60.0, 0.0, 3600.0, a),
             poll_interval_s=_number(env, ENV_POLL_INTERVAL, 2.0, 0.01, 60.0, a),
+            max_wait_s=_integer(env, ENV_MAX_WAIT, DEFAULT_MAX_WAIT_S, 0, MAX_WAIT_LIMIT_S, a),
         )

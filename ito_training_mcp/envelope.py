@@ -90,8 +90,10 @@ _FIX_MANIFEST = (
     "review summary."
 )
 _CONFIRM_AGAIN = (
-    "Ask the user to review the manifest digest and create a new confirmation out of band at the Itô "
-    "desk; then call submit_training again with the new confirmation_ref and the same idempotency_key."
+    "Ask the user whether they want to confirm again. If yes: call plan_training for this booking and "
+    "manifest, show them the new review_url (they decide at the Itô desk), learn the decision with "
+    "confirmation_status, then call submit_training again with the new confirmation_ref and the same "
+    "idempotency_key."
 )
 _NO_SUBSTITUTE = (
     "Never substitute a local trainer, an SSH session, a browser flow or a compute purchase."
@@ -190,9 +192,10 @@ CODES: dict[ErrorCode, CodeInfo] = {
     ),
     ErrorCode.CONFIRMATION_REQUIRED: CodeInfo(
         "confirmation", False,
-        "Show the user the digest_manifest review summary and sha256; the user confirms it out of band "
-        "at the Itô desk and gives you the confirmation reference. Then call submit_training with it "
-        "and the same idempotency_key.",
+        "No confirmation_ref yet. Call plan_training with this booking_id and manifest_path, show the user "
+        "the review_url it returns (they review and confirm at the Itô desk, signing in themselves), call "
+        "confirmation_status with the request_id to get their decision and, once confirmed, the "
+        "confirmation_ref; then call submit_training with it and the same idempotency_key.",
     ),
     ErrorCode.CONFIRMATION_NOT_FOUND: CodeInfo("confirmation", False, _CONFIRM_AGAIN),
     ErrorCode.CONFIRMATION_EXPIRED: CodeInfo("confirmation", False, _CONFIRM_AGAIN),
@@ -204,8 +207,10 @@ CODES: dict[ErrorCode, CodeInfo] = {
     ErrorCode.CONFIRMATION_MISMATCH: CodeInfo("confirmation", False, _CONFIRM_AGAIN),
     ErrorCode.DIGEST_MISMATCH: CodeInfo(
         "confirmation", False,
-        "The manifest bytes differ from what the user confirmed. Call digest_manifest again, show the "
-        "user the new summary, and ask them to confirm that digest out of band.",
+        "The manifest bytes differ from what the user confirmed. Call digest_manifest again and show the "
+        "user the new summary; if they want this version, call plan_training on it so they can review and "
+        "confirm the new digest at the Itô desk (confirmation_status, then submit_training with the new "
+        "confirmation_ref).",
     ),
     ErrorCode.IDEMPOTENCY_CONFLICT: CodeInfo(
         "idempotency", False,
@@ -224,13 +229,13 @@ CODES: dict[ErrorCode, CodeInfo] = {
     ),
     ErrorCode.VALIDATION_REJECTED: CodeInfo(
         "server validation", False,
-        "Tell the user why the backend rejected the plan (error.message); they change the manifest or "
-        "the booking, digest and confirm again.",
+        "Tell the user why the backend rejected the request (error.message, error.details.reason); they "
+        "change the manifest or the booking, then digest_manifest and plan_training again.",
     ),
     ErrorCode.BUDGET_EXCEEDED: CodeInfo(
         "server validation", False,
-        "Tell the user the plan exceeds the budget; only they can raise it in the manifest and confirm "
-        "again.",
+        "Tell the user the plan exceeds the budget; only they can change it in the manifest, then "
+        "digest_manifest and plan_training again for a new confirmation.",
     ),
     ErrorCode.RUN_NOT_FOUND: CodeInfo(
         "run", False, "Ask the user for the right run id; this account has no run with that id.",
@@ -254,7 +259,9 @@ CODES: dict[ErrorCode, CodeInfo] = {
         "the same call be tried again later; for a submit, call training_status with the same idempotency_key first.",
     ),
     ErrorCode.RATE_LIMITED: CodeInfo(
-        "transport", True, "The backend is rate limiting this account. Tell the user; wait before trying again.",
+        "transport", True,
+        "The backend is rate limiting this account (error.details.reason says why when it is known). Tell the "
+        "user; wait (error.details.retry_after_s when present) before making the same call again.",
     ),
     ErrorCode.INTERNAL_ERROR: CodeInfo(
         "internal", False,

@@ -177,6 +177,17 @@ def bounded_int(value: object, argument: str, *, default: int, low: int, high: i
     return value
 
 
+def one_of(value: object, argument: str, allowed: tuple[str, ...]) -> str:
+    """A value from a closed set (an action name). The refusal lists the set, never the value."""
+    if not isinstance(value, str) or value not in allowed:
+        raise InputRefusal(
+            f"The argument {argument} must be one of: {', '.join(allowed)}.",
+            argument=argument,
+            problem="missing" if value is None or value == "" else "not_allowed",
+        )
+    return value
+
+
 def cursor(value: object) -> str | None:
     if value is None or value == "":
         return None

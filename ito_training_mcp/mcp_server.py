@@ -9,14 +9,20 @@ Protocol errors are JSON-RPC errors with fixed messages that echo nothing: an un
 prompt or resource, a prompt given arguments, or a list cursor this server never issued, are
 `-32602` (invalid params) in both protocol eras.
 
-Talking back to the client during a call (progress today; URL-mode elicitation next) goes
-through `ToolCall`, which carries the SDK's request context for that call. To offer a URL for a
-person to open: on the legacy era (2025-11-25, a live session) call
-`mcp.server.elicitation.elicit_url(session=call.context.session, ..., related_request_id=
-call.context.request_id)` when `call.supports_url_elicitation()`; on 2026-07-28 (no back-channel)
-return an `InputRequiredResult` from `_call_tool` and read the client's answer on the retry from
-`call.params.input_responses` / `call.params.request_state` (sealed by the `RequestStateBoundary`
-installed below, so the client cannot forge it).
+Talking back to the client during a call goes through `ToolCall`, which carries the SDK's request
+context for that call: progress notifications, and the review link of a newly opened confirmation
+request (plan_training, request_confirmation), offered through URL-mode elicitation when the client
+declares `elicitation.url`:
+
+- 2025-11-25 (a live session): an `elicitation/create` request to the client, bounded in time;
+- 2026-07-28 (no back-channel): an `InputRequiredResult` carrying the elicitation and a
+  `requestState` that holds the finished result. The retried call is answered from that state
+  alone: it sends nothing to the backend, so it can never open a second plan or request. The state
+  is sealed by the `RequestStateBoundary` installed below (encrypted, bound to this tool and these
+  arguments, short-lived), so the client can neither read nor forge it.
+
+Whatever the user does with the link, it confirms nothing: the result always says to call
+confirmation_status. Without the capability the link is in `data` and the notice says to show it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -36,6 +43,9 @@ from mcp.types import (
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
+    ElicitRequest,
+    ElicitRequestURLParams,
+    ElicitResult,
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
@@ -54,12 +64,14 @@ from mcp.types import (
     Tool,
     ToolAnnotations,
 )
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from . import __version__
-from .envelope import Envelope
+from .envelope import Envelope, ErrorCode, refusal
 from .service import TrainingService
+from .service.confirmations import ReviewOffer, review_offer, with_elicitation
 from .skill_data import SKILL_FILE, SKILL_NAME, Skill, load_skill, skill_body, skill_file
-from .tool_specs import ALL_TOOLS, TOOLS_BY_NAME, ToolSpec
+from .tool_specs import ALL_TOOLS, OFFERS_REVIEW, TOOLS_BY_NAME, ToolSpec
 
 __all__ = [
     "INSTRUCTIONS", "MANIFEST_SCHEMA_URI", "SERVER_NAME", "SKILL_URI", "ToolCall", "build_server", "skill_body",
@@ -77,9 +89,13 @@ PROMPT_NAME = SKILL_NAME
 INSTRUCTIONS = """\
 Itô training: check whether managed ML training is available on a completed Itô GPU booking and, \
 when the canonical backend offers it, submit a manifest the user reviewed and confirmed.
-Flow: check_training_availability -> digest_manifest -> the user confirms the digest out of band -> \
-submit_training with a stable idempotency_key -> training_status.
+Flow: check_training_availability -> digest_manifest -> plan_training -> show the user the review_url: \
+they sign in at the Itô desk themselves and confirm or decline -> confirmation_status with the request_id \
+(wait_seconds) -> once confirmed, submit_training with its confirmation_ref and one stable \
+idempotency_key -> training_status. Cancel and cleanup: request_confirmation -> the desk -> \
+confirmation_status -> cancel_training / cleanup_training, each with its own key.
 Rules: ok:false means stop, do not work around it, tell the user the notice and hand control back. \
+Only the user confirms, at the desk; a declined request means stop and never ask again unprompted. \
 Training is unavailable by default today: never substitute a local trainer, SSH, a browser flow or a \
 purchase. Never put credentials in arguments or chat. After an ambiguous submit, call training_status \
 with the same idempotency_key; never submit with a new key. Never override a failed eval gate."""
@@ -89,6 +105,11 @@ _UNKNOWN_PROMPT = "Unknown prompt: prompts/list names every prompt this server h
 _UNKNOWN_RESOURCE = "Unknown resource: resources/list names every resource this server has."
 _PROMPT_TAKES_NO_ARGUMENTS = "The ito-training prompt takes no arguments."
 _NO_PAGES = "This server returns every item on one page and issues no cursors."
+# How long a 2025-11-25 call waits for the client's answer to the offered review link before it
+# returns the result with the link in data: the person decides at the desk, not in this dialog.
+ELICITATION_WAIT_S = 30.0
+REVIEW_INPUT_KEY = "ito_review"
+_STATE_VERSION = 1
 
 
 def to_call_tool_result(envelope: Envelope) -> CallToolResult:
@@ -115,9 +136,55 @@ class ToolCall:
         capabilities = self.context.session.client_capabilities
         return bool(capabilities and capabilities.elicitation and capabilities.elicitation.url is not None)
 
+    @property
+    def modern(self) -> bool:
+        """2026-07-28 or later: no back-channel; interaction goes through `InputRequiredResult`."""
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
     async def report_progress(self, value: float, total: float | None, message: str | None) -> None:
         """A progress notification against the caller's token; nothing when it asked for none."""
         await self.context.session.report_progress(value, total, message)
+
+    async def elicit_url(self, offer: ReviewOffer) -> str:
+        """2025-11-25: offer the link through the live session. Returns the client's action, or
+        "unanswered" when it failed or did not answer within `ELICITATION_WAIT_S`."""
+        with anyio.move_on_after(ELICITATION_WAIT_S):
+            try:
+                result = await self.context.session.elicit_url(
+                    message=offer.message, url=offer.url, elicitation_id=f"ito-review-{offer.request_id}",
+                    related_request_id=self.context.request_id,
+                )
+            except Exception as exc:  # a client that declared the capability but cannot deliver it
+                log.info("URL elicitation failed (%s); the link stays in the result", type(exc).__name__)
+                return "unanswered"
+            return result.action
+        return "unanswered"
+
+
+def _input_required(offer: ReviewOffer, envelope: Envelope) -> InputRequiredResult:
+    """2026-07-28: ask the client to offer the link, and keep the finished result in requestState."""
+    state = json.dumps({"v": _STATE_VERSION, "envelope": envelope.to_dict()}, ensure_ascii=False)
+    elicit = ElicitRequest(params=ElicitRequestURLParams(message=offer.message, url=offer.url))
+    return InputRequiredResult(input_requests={REVIEW_INPUT_KEY: elicit}, request_state=state)
+
+
+def _answer_from_state(spec: ToolSpec, params: CallToolRequestParams) -> Envelope:
+    """2026-07-28 retry: the result minted on the first round, with what the user did with the link.
+    No backend request: a retried call never opens a second plan or request."""
+    try:
+        state = json.loads(params.request_state or "")
+        envelope = Envelope.model_validate(state["envelope"])
+        offer = review_offer(spec.name, envelope)
+        if state.get("v") != _STATE_VERSION or offer is None:
+            raise ValueError("not a review state")
+    except (ValueError, KeyError, TypeError):
+        # Sealed by this process, so this is a defect here, never the client's doing.
+        log.error("%s: a request state this server minted could not be read", spec.name)
+        return refusal(ErrorCode.INTERNAL_ERROR, "The server could not resume this call.",
+                       live_api_contacted=False, gate=None)
+    answer = (params.input_responses or {}).get(REVIEW_INPUT_KEY)
+    user_action = answer.action if isinstance(answer, ElicitResult) else "unanswered"
+    return with_elicitation(envelope, offer, user_action)
 
 
 def _annotations(spec: ToolSpec) -> ToolAnnotations:
@@ -216,9 +283,16 @@ def build_server(service: TrainingService | None = None) -> Server[Any]:
             log.info("tools/call refused: unknown tool")
             raise MCPError(code=INVALID_PARAMS, message=_UNKNOWN_TOOL)
         call = ToolCall(ctx, params)
+        if spec.name in OFFERS_REVIEW and params.request_state is not None:
+            return to_call_tool_result(_answer_from_state(spec, params))
         envelope = await core.invoke(
             spec.name, params.arguments or {}, progress=call.report_progress if spec.reports_progress else None
         )
+        offer = review_offer(spec.name, envelope) if spec.name in OFFERS_REVIEW else None
+        if offer is not None and call.supports_url_elicitation():
+            if call.modern:
+                return _input_required(offer, envelope)
+            envelope = with_elicitation(envelope, offer, await call.elicit_url(offer))
         return to_call_tool_result(envelope)
 
     async def list_prompts(

@@ -76,9 +76,11 @@ class Booking(TypedDict):
 
 @_EXACT
 class Wait(TypedDict):
-    requested_s: int
+    requested_s: Annotated[int, Field(description="wait_seconds as asked.")]
+    limit_s: Annotated[int, Field(description="The most one call waits on this server (ITO_TRAINING_MAX_WAIT_S).")]
+    clamped: Annotated[bool, Field(description="True when wait_seconds was above limit_s and was cut to it.")]
     waited_s: float
-    timed_out: bool
+    timed_out: Annotated[bool, Field(description="True when the wait ended before the awaited change.")]
 
 
 # ---------------------------------------------------------------------- one model per tool
@@ -281,6 +283,110 @@ class CleanupData(TypedDict):
     run_id: Id
     idempotency_key: Key
     recovered_after_ambiguous_response: bool
+
+
+# ---------------------------------------------------------------------- the person's step
+
+RequestAction = Literal["training.create", "training.cancel", "training.cleanup"]
+RequestStatus = Literal["pending", "confirmed", "declined", "expired"]
+ReviewUrl = Annotated[str, Field(
+    json_schema_extra={"format": "uri"},
+    description="Where the user reviews and decides, at the Itô desk. Carries no sign-in: they sign in themselves.",
+)]
+
+
+@_EXACT
+class PlanCheck(TypedDict):
+    name: str
+    status: Literal["passed", "failed"]
+    reason: str | None
+    message: str | None
+
+
+@_EXACT
+class Estimate(TypedDict):
+    usd: Money
+    gpu_hours: float
+    basis: Annotated[str, Field(description="How the backend computed the estimate. An estimate, not a cap.")]
+
+
+@_EXACT
+class OpenedRequest(TypedDict):
+    request_id: Id
+    action: Literal["training.create"]
+    status: Literal["pending"]
+    review_url: ReviewUrl
+    expires_at: Timestamp
+    max_cost_usd: Money
+
+
+@_EXACT
+class Elicitation(TypedDict):
+    """Present when the review link was offered through the client (URL-mode elicitation)."""
+
+    mode: Literal["url"]
+    user_action: Annotated[
+        Literal["accept", "decline", "cancel", "unanswered"],
+        Field(description="What the user did with the offered link. Never a confirmation."),
+    ]
+    request_id: Id
+
+
+@_EXACT
+class PlanData(TypedDict):
+    """plan_training."""
+
+    plan_id: Id
+    booking_id: Id
+    account_id: Id
+    manifest_sha256: Sha256
+    valid: Annotated[bool, Field(description="True iff every server-side check passed; only then is a request open.")]
+    checks: list[PlanCheck]
+    failed_checks: list[str]
+    estimate: Estimate | None
+    confirmation_request: OpenedRequest | None
+    max_cost_usd: Money
+    created_at: Timestamp
+    review: ManifestReview
+    review_text: str
+    elicitation: NotRequired[Elicitation]
+
+
+@_EXACT
+class RequestData(TypedDict):
+    """request_confirmation."""
+
+    request_id: Id
+    action: Literal["training.cancel", "training.cleanup"]
+    status: Literal["pending"]
+    review_url: ReviewUrl
+    expires_at: Timestamp
+    run_id: Id
+    booking_id: Id
+    elicitation: NotRequired[Elicitation]
+
+
+@_EXACT
+class ConfirmationStatusData(TypedDict):
+    """confirmation_status."""
+
+    request_id: Id
+    action: RequestAction
+    status: RequestStatus
+    confirmation_ref: Annotated[Id | None, Field(description="Set only when status is confirmed.")]
+    next_tool: Annotated[
+        Literal["submit_training", "cancel_training", "cleanup_training"] | None,
+        Field(description="The tool to call with confirmation_ref, when confirmed."),
+    ]
+    booking_id: Id
+    run_id: Id | None
+    plan_id: Id | None
+    manifest_sha256: Sha256 | None
+    max_cost_usd: Money
+    review_url: ReviewUrl
+    expires_at: Timestamp
+    decided_at: Timestamp | None
+    wait: Wait
 
 
 # ---------------------------------------------------------------------- schema generation

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ito_training_mcp.backend_models import REQUIRED_OPERATIONS
+from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 
 from .hostile_bombs import GIB, MIB, deflate_of, gzip_of, zeros_bomb
 
@@ -39,8 +39,7 @@ REQUEST_ID = "creq-hostile-01"
 TOKEN = "itocanary_TOKEN_hostile_4d2e8f1a9c"
 
 # (endpoint, method, path under /v1) for every path of the contract's API, including the plan and
-# confirmation-request extension. The service may not call the last three yet; the client is
-# exercised on them directly.
+# confirmation-request extension.
 ENDPOINTS: list[tuple[str, str, str]] = [
     ("capabilities", "GET", "/v1/capabilities"),
     ("me", "GET", "/v1/me"),
@@ -79,6 +78,9 @@ TOOL_TARGETS: list[tuple[str, str]] = [
     ("checkpoints", "list_checkpoints"),
     ("cancel", "cancel_training"),
     ("cleanup", "cleanup_training"),
+    ("plan", "plan_training"),
+    ("confirmation_request_create", "request_confirmation"),
+    ("confirmation_request", "confirmation_status"),
 ]
 
 
@@ -137,10 +139,25 @@ def valid_answer(endpoint: str, path: str, manifest_sha256: str) -> tuple[int, A
             "run_id": None if create else RUN_ID, "manifest_sha256": manifest_sha256 if create else None,
             "max_cost_usd": "1500.00", "expires_at": _ts(now + timedelta(minutes=10)), "consumed": False,
         }
-    request = {"request_id": REQUEST_ID, "action": "training.cancel", "status": "pending"}
+    def request(action: str) -> dict[str, Any]:
+        create = action == "training.create"
+        return {
+            "request_id": REQUEST_ID, "account_id": ACCOUNT, "action": action, "status": "pending",
+            "booking_id": BOOKING, "run_id": None if create else RUN_ID, "plan_id": None,
+            "manifest_sha256": manifest_sha256, "max_cost_usd": "1200.00" if create else "0.00",
+            "review_url": f"https://desk.example/desk/requests/{REQUEST_ID}",
+            "expires_at": _ts(now + timedelta(hours=1)), "created_at": _ts(now), "decided_at": None,
+            "confirmation_ref": None,
+        }
+
+    plan = {"plan_id": "plan-hostile-01", "account_id": ACCOUNT, "booking_id": BOOKING,
+            "manifest_sha256": manifest_sha256, "valid": True,
+            "checks": [{"name": "manifest", "status": "passed", "reason": None, "message": None}],
+            "estimate": None, "confirmation_request": request("training.create"), "created_at": _ts(now)}
+    operations = [*REQUIRED_OPERATIONS, *CONFIRMATION_OPERATIONS]
     answers: dict[str, tuple[int, Any]] = {
         "capabilities": (200, {"contract_version": "ito.training.v1",
-                               "training": {"available": True, "operations": list(REQUIRED_OPERATIONS)}}),
+                               "training": {"available": True, "operations": operations}}),
         "me": (200, {"account_id": ACCOUNT}),
         "eligibility": (200, {
             "booking_id": BOOKING, "account_id": ACCOUNT, "eligible": True, "reason": None,
@@ -156,9 +173,9 @@ def valid_answer(endpoint: str, path: str, manifest_sha256: str) -> tuple[int, A
         "checkpoints": (200, {"checkpoints": []}),
         "cancel": (200, {**run, "state": "cancelling"}),
         "cleanup": (200, {"run_id": RUN_ID, "cleaned": ["scratch"], "booking_untouched": True}),
-        "plan": (201, {"plan_id": "plan-hostile-01", "valid": True, "confirmation_request": request}),
-        "confirmation_request_create": (201, request),
-        "confirmation_request": (200, request),
+        "plan": (201, plan),
+        "confirmation_request_create": (201, request("training.cancel")),
+        "confirmation_request": (200, request("training.cancel")),
     }
     return answers.get(endpoint, (404, {"error": {"code": "not_found", "message": "no such endpoint"}}))
 

@@ -36,6 +36,7 @@ from .hostile_backend import (
     CREATE_REF,
     ENDPOINTS,
     MUTATIONS,
+    REQUEST_ID,
     RUN_ID,
     SUBMIT_KEY,
     TOKEN,
@@ -64,6 +65,9 @@ def arguments(tool: str, manifest: str) -> dict[str, Any]:
         "list_checkpoints": {"run_id": RUN_ID},
         "cancel_training": {"run_id": RUN_ID, "confirmation_ref": CANCEL_REF, "idempotency_key": CANCEL_KEY},
         "cleanup_training": {"run_id": RUN_ID, "confirmation_ref": CLEANUP_REF, "idempotency_key": CLEANUP_KEY},
+        "plan_training": {"booking_id": BOOKING, "manifest_path": manifest},
+        "request_confirmation": {"action": "training.cancel", "run_id": RUN_ID},
+        "confirmation_status": {"request_id": REQUEST_ID},
     }[tool]
 
 

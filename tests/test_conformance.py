@@ -95,13 +95,14 @@ NOT_APPLICABLE: dict[str, NotApplicable] = {
     "tools-call-sampling": NotApplicable(
         f"calls test_sampling, {FIXTURE}; the server never asks the client to sample", tools=("test_sampling",)),
     "tools-call-elicitation": NotApplicable(
-        f"calls test_elicitation, {FIXTURE}; the server never elicits (confirmation is out of band)",
+        f"calls test_elicitation, {FIXTURE}; the server never elicits form input: it only offers a review link "
+        "(URL mode), and the person confirms at the desk",
         tools=("test_elicitation",)),
     "elicitation-sep1034-defaults": NotApplicable(
-        f"calls test_elicitation_sep1034_defaults, {FIXTURE}; the server never elicits",
+        f"calls test_elicitation_sep1034_defaults, {FIXTURE}; the server never elicits form input",
         tools=("test_elicitation_sep1034_defaults",)),
     "elicitation-sep1330-enums": NotApplicable(
-        f"calls test_elicitation_sep1330_enums, {FIXTURE}; the server never elicits",
+        f"calls test_elicitation_sep1330_enums, {FIXTURE}; the server never elicits form input",
         tools=("test_elicitation_sep1330_enums",)),
     "json-schema-2020-12": NotApplicable(
         f"lists json_schema_2020_12_tool, {FIXTURE} (pending in the suite)", tools=("json_schema_2020_12_tool",)),

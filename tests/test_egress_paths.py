@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from ito_training_mcp.backend_models import REQUIRED_OPERATIONS
+from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.service import TrainingService
 
 from .conftest import CANARY_AWS, CANARY_GITHUB, ClientFactory, World
@@ -82,7 +82,12 @@ def install_faults(world: World, h: dict[str, str]) -> None:
     world.op.fault("GET /v1/bookings/{id}/training-eligibility", "json_patch", times=times,
                    patch={"region": h["pem"], "fabric": h["csi"], "gpu_topology": {"gpu": h["db"]}})
     world.op.fault("GET /v1/capabilities", "json_patch", times=times, patch={"training": {
-        "available": True, "operations": [*REQUIRED_OPERATIONS, "pl\u202ean", h["github"], h["token"]]}})
+        "available": True, "operations": [*REQUIRED_OPERATIONS, *CONFIRMATION_OPERATIONS, "pl\u202ean", h["github"],
+                                          h["token"]]}})
+    world.op.fault("POST /v1/training-plans", "json_patch", times=times, patch={
+        "checks": [{"name": f"manifest{h['state'][7:]}", "status": "passed", "reason": None, "message": h["csi"]},
+                   {"name": "budget", "status": "passed", "reason": None, "message": h["pem"]}],
+        "estimate": {"basis": f"{h['db']} {h['bearer']} {h['stage']}"}})
 
 
 def strings_of(value: Any) -> Iterator[str]:
@@ -112,9 +117,10 @@ async def create_run(world: World, manifest_path: str, service: TrainingService)
     return str(env.data["run_id"])
 
 
-def calls(world: World, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+def calls(world: World, run_id: str, manifest_path: str) -> list[tuple[str, dict[str, Any]]]:
     return [
         ("check_training_availability", {"booking_id": world.booking}),
+        ("plan_training", {"booking_id": world.booking, "manifest_path": manifest_path}),
         ("training_status", {"run_id": run_id, "wait_seconds": 5}),
         ("training_logs", {"run_id": run_id}),
         ("list_checkpoints", {"run_id": run_id}),
@@ -136,16 +142,19 @@ async def test_hostile_backend_text_never_leaves_through_mcp(
         progress.append(message or "")
 
     seen: list[str] = []
+    multiline: set[str] = set()  # the local review (plan_training) keeps its line breaks, nothing else does
     async with connect(service=service) as client:
-        for tool, arguments in calls(world, run_id):
+        for tool, arguments in calls(world, run_id, manifest_path):
             result = await client.call_tool(tool, arguments, progress_callback=on_progress)
             envelope = result.structured_content
             assert envelope is not None and envelope["ok"] is True, envelope
             seen.append(result.content[0].text)
             seen.extend(strings_of(envelope))
+            multiline.update([envelope["data"].get("review_text"), (envelope["data"].get("review") or {}).get(
+                "description")])
     assert progress, "the wait reported no progress"
     for text in seen:
-        assert_clean(text, world, where="envelope")
+        assert_clean(text, world, where="envelope", allow_newlines=text in multiline)
     for message in progress:
         assert_clean(message, world, where="progress")
     assert any("⟨U+001B⟩" in text for text in seen)  # shown, not interpreted
@@ -154,6 +163,10 @@ async def test_hostile_backend_text_never_leaves_through_mcp(
     stage = status["data"]["stages"][0]
     assert stage["name"] == "sft⟨U+001B⟩]0;<redacted>⟨U+0007⟩"
     assert any(v.startswith("<redacted: looked like a credential") for v in stage["gate"]["evals"].values())
+    plan = json.loads(next(t for t in seen if '"plan_id"' in t))
+    assert plan["data"]["checks"][0]["name"] == "manifest⟨U+202E⟩⟨U+2066⟩"
+    assert plan["data"]["checks"][1]["message"].startswith("<redacted: looked like a credential")
+    assert plan["data"]["review_text"].count("\n") > 3  # the local review keeps its lines
 
 
 def test_hostile_backend_text_never_leaves_through_stdio_logs_audit_and_cli(
@@ -175,13 +188,16 @@ def test_hostile_backend_text_never_leaves_through_stdio_logs_audit_and_cli(
                                        env=env)
         texts: list[str] = []
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
-            for tool, arguments in calls(world, run_id):
+            for tool, arguments in calls(world, run_id, manifest_path):
                 result = await client.call_tool(tool, arguments, progress_callback=on_progress)
                 assert result.structured_content is not None and result.structured_content["ok"], result
                 texts.append(result.content[0].text)
+                data = result.structured_content["data"]
+                multiline.update([data.get("review_text"), (data.get("review") or {}).get("description")])
                 texts.extend(strings_of(result.structured_content))
         return texts
 
+    multiline: set[str] = set()  # the local review (plan_training) keeps its line breaks, nothing else does
     with tempfile.TemporaryFile("w+") as errlog:
         texts = anyio.run(over_stdio, errlog)
         errlog.seek(0)
@@ -189,7 +205,7 @@ def test_hostile_backend_text_never_leaves_through_stdio_logs_audit_and_cli(
     assert "GET /v1/training-runs" in stderr  # DEBUG logging happened
     assert_clean(stderr, world, allow_newlines=True, where="stdio stderr")
     for text in texts + progress:
-        assert_clean(text, world, where="stdio envelope/progress")
+        assert_clean(text, world, where="stdio envelope/progress", allow_newlines=text in multiline)
     assert_clean(trail.read_text(), world, allow_newlines=True, where="audit")
 
     cli_env = {**{k: v for k, v in os.environ.items() if not k.startswith("ITO_")}, **env}
@@ -250,10 +266,12 @@ def _replace_strings(doc: Any, draw: Any, token: str, protected: frozenset[str])
 _PROTECTED = frozenset({"run_id", "booking_id", "account_id", "manifest_sha256", "idempotency_key", "created_at",
                         "updated_at", "ts", "term_ends_at", "checked_at", "expires_at", "checkpoint_id", "contract_version",
                         "status", "next_cursor", "cost_usd_to_date", "max_cost_usd", "ref", "action", "reason",
-                        "operations", "state"})
+                        "operations", "state", "review_url", "request_id", "plan_id", "confirmation_ref", "usd",
+                        "decided_at", "valid"})
 # (endpoint, tool): every endpoint whose answer a tool relays, through that tool.
 RELAYING = [("capabilities", "check"), ("eligibility", "check"), ("run", "status"), ("logs", "logs"),
-            ("checkpoints", "checkpoints"), ("cleanup", "cleanup"), ("cancel", "cancel"), ("create", "submit")]
+            ("checkpoints", "checkpoints"), ("cleanup", "cleanup"), ("cancel", "cancel"), ("create", "submit"),
+            ("plan", "plan"), ("request", "confirmation_status"), ("request_create", "request_confirmation")]
 
 
 @pytest.mark.parametrize(("target", "tool"), RELAYING, ids=[f"{t}-via-{u}" for t, u in RELAYING])
@@ -287,11 +305,15 @@ def test_property_any_backend_string_leaves_clean(target: str, tool: str, fuzz_m
 
         envelope = anyio.run(go)
         wire = envelope.to_json()
+        data = envelope.data or {}
+        multiline = {data.get("review_text"), (data.get("review") or {}).get("description")}  # the local review
         for text in [wire, *strings_of(envelope.to_dict()), *progress]:
             assert fz.CANARY_TOKEN not in text
             for marker in LEAK_MARKERS:
                 assert marker not in text
-            assert all(ch.isprintable() for ch in text), [f"U+{ord(c):04X}" for c in text if not c.isprintable()]
+            kept = "\n" if text in multiline else ""
+            assert all(ch.isprintable() or ch in kept for ch in text), [
+                f"U+{ord(c):04X}" for c in text if not c.isprintable()]
 
     check()
 
@@ -313,6 +335,9 @@ RELAYED_FIELDS: list[tuple[str, str, str]] = [  # (endpoint, tool, dotted path i
     ("logs", "logs", "lines.0.stage"),
     ("checkpoints", "checkpoints", "checkpoints.0.uri"),
     ("cleanup", "cleanup", "cleaned.1"),
+    ("plan", "plan", "checks.0.message"),
+    ("plan", "plan", "checks.5.name"),
+    ("plan", "plan", "estimate.basis"),
 ]
 
 

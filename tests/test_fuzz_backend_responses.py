@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ito_training_mcp import backend_client
-from ito_training_mcp.backend_models import REQUIRED_OPERATIONS
+from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.envelope import CONTRACT_CODES, Envelope, ErrorCode
 from ito_training_mcp.service import TrainingService
 from ito_training_mcp.service import base as service_module
@@ -61,6 +61,7 @@ SUBMIT_KEY = "fuzz-submit-key-000001"
 CANCEL_KEY = "fuzz-cancel-key-000001"
 CLEANUP_KEY = "fuzz-cleanup-key-00001"
 CREATE_REF, CANCEL_REF, CLEANUP_REF = "conf-create-01", "conf-cancel-01", "conf-cleanup-01"
+REQUEST_ID, PLAN_ID = "creq-fuzz-01", "plan-fuzz-01"
 MANIFEST_BYTES = EXAMPLE_MANIFEST.read_bytes()
 SHA = hashlib.sha256(MANIFEST_BYTES).hexdigest()
 _ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -106,9 +107,30 @@ def valid_confirmation(ref: str) -> dict[str, Any]:
     }
 
 
+def valid_request(action: str = "training.create") -> dict[str, Any]:
+    create = action == "training.create"
+    return {
+        "request_id": REQUEST_ID, "account_id": ACCOUNT, "action": action, "status": "pending",
+        "booking_id": BOOKING, "run_id": None if create else RUN_ID, "plan_id": PLAN_ID if create else None,
+        "manifest_sha256": SHA, "max_cost_usd": "1200.00" if create else "0.00",
+        "review_url": f"http://127.0.0.1:9/desk/requests/{REQUEST_ID}", "expires_at": ts(NOW + timedelta(hours=1)),
+        "created_at": ts(NOW), "decided_at": None, "confirmation_ref": None,
+    }
+
+
+def valid_plan() -> dict[str, Any]:
+    return {
+        "plan_id": PLAN_ID, "account_id": ACCOUNT, "booking_id": BOOKING, "manifest_sha256": SHA, "valid": True,
+        "checks": [{"name": name, "status": "passed", "reason": None, "message": None}
+                   for name in ("manifest", "capacity", "fabric", "data_policy", "checkpoint_storage", "budget")],
+        "estimate": {"usd": "240.00", "gpu_hours": 96.0, "basis": "3 stages at 2.50 USD per GPU-hour."},
+        "confirmation_request": valid_request(), "created_at": ts(NOW),
+    }
+
+
 VALID: dict[str, Callable[[str], tuple[int, Any]]] = {
-    "capabilities": lambda _: (200, {"contract_version": "ito.training.v1",
-                                     "training": {"available": True, "operations": list(REQUIRED_OPERATIONS)}}),
+    "capabilities": lambda _: (200, {"contract_version": "ito.training.v1", "training": {
+        "available": True, "operations": [*REQUIRED_OPERATIONS, *CONFIRMATION_OPERATIONS]}}),
     "me": lambda _: (200, {"account_id": ACCOUNT}),
     "eligibility": lambda _: (200, {
         "booking_id": BOOKING, "account_id": ACCOUNT, "eligible": True, "reason": None,
@@ -127,6 +149,10 @@ VALID: dict[str, Callable[[str], tuple[int, Any]]] = {
                                                      "size_bytes": 123456789, "uri": "s3://ckpt/run/1000"}]}),
     "cancel": lambda _: (200, valid_run("cancelling")),
     "cleanup": lambda _: (200, {"run_id": RUN_ID, "cleaned": ["checkpoints", "scratch"], "booking_untouched": True}),
+    "plan": lambda _: (201, valid_plan()),
+    "request_create": lambda _: (201, valid_request("training.cancel")),
+    "request": lambda _: (200, {**valid_request(), "status": "confirmed", "decided_at": ts(NOW),
+                                "confirmation_ref": CREATE_REF}),
 }
 
 # The mutation base of each target, when it differs from the default answer above.
@@ -144,6 +170,9 @@ def classify(request: httpx.Request) -> tuple[str, str]:
         ("GET", f"/v1/bookings/{BOOKING}/training-eligibility"): "eligibility",
         ("GET", "/v1/training-runs"): "runs_by_key",
         ("POST", "/v1/training-runs"): "create",
+        ("POST", "/v1/training-plans"): "plan",
+        ("POST", "/v1/confirmation-requests"): "request_create",
+        ("GET", f"/v1/confirmation-requests/{REQUEST_ID}"): "request",
     }
     if (method, path) in table:
         return table[(method, path)], ""
@@ -183,6 +212,7 @@ class Reply:
 
 RUN_ENDPOINTS = frozenset({"run", "logs", "metrics", "checkpoints", "cancel", "cleanup"})
 POST_KEYS = {"create": SUBMIT_KEY, "cancel": CANCEL_KEY, "cleanup": CLEANUP_KEY}
+UNKEYED_POSTS = frozenset({"plan", "request_create"})  # never resent, whatever the answer
 
 
 class FakeBackend:
@@ -210,7 +240,7 @@ class FakeBackend:
             self.problems.append("the credential was sent to the capabilities endpoint")
         if endpoint != "capabilities" and auth != AUTHORIZATION:
             self.problems.append(f"{endpoint} without the configured credential")
-        if endpoint in POST_KEYS:
+        if endpoint in POST_KEYS or endpoint in UNKEYED_POSTS:
             self.posts.setdefault(endpoint, []).append((request.headers.get("idempotency-key"), request.content))
         if endpoint in self.replies:
             return self.replies[endpoint].response(request)
@@ -286,6 +316,9 @@ TOOLS: dict[str, Drive] = {
     "checkpoints": lambda s, _: s.list_checkpoints(RUN_ID),
     "cancel": lambda s, _: s.cancel_training(RUN_ID, CANCEL_REF, CANCEL_KEY),
     "cleanup": lambda s, _: s.cleanup_training(RUN_ID, CLEANUP_REF, CLEANUP_KEY),
+    "plan": lambda s, path: s.plan_training(BOOKING, path),
+    "request_confirmation": lambda s, _: s.request_confirmation("training.cancel", RUN_ID),
+    "confirmation_status": lambda s, _: s.confirmation_status(REQUEST_ID),
 }
 
 # The endpoints each tool reaches, in order, when every answer is valid.
@@ -299,6 +332,9 @@ FLOWS: dict[str, list[str]] = {
     "checkpoints": ["capabilities", "checkpoints"],
     "cancel": ["capabilities", "me", "confirmation", "cancel"],
     "cleanup": ["capabilities", "me", "confirmation", "cleanup"],
+    "plan": ["capabilities", "me", "eligibility", "plan"],
+    "request_confirmation": ["capabilities", "me", "request_create"],
+    "confirmation_status": ["capabilities", "me", "request"],
 }
 
 # (target endpoint, tool that reaches it): every endpoint, through every tool that reaches it.
@@ -319,6 +355,11 @@ TARGETS: list[tuple[str, str]] = [
     ("checkpoints", "checkpoints"),
     ("cancel", "cancel"),
     ("cleanup", "cleanup"),
+    ("eligibility", "plan"),
+    ("plan", "plan"),
+    ("me", "request_confirmation"),
+    ("request_create", "request_confirmation"),
+    ("request", "confirmation_status"),
 ]
 TARGET_IDS = [f"{target}-via-{tool}" for target, tool in TARGETS]
 REF_OF_TOOL = {"submit": CREATE_REF, "cancel": CANCEL_REF, "cleanup": CLEANUP_REF}
@@ -359,9 +400,9 @@ json_values = st.recursive(
 )
 
 ID_FIELDS = frozenset({"run_id", "booking_id", "account_id", "ref", "checkpoint_id", "idempotency_key",
-                       "manifest_sha256"})
-TIME_FIELDS = frozenset({"created_at", "updated_at", "term_ends_at", "checked_at", "expires_at", "ts"})
-MONEY_FIELDS = frozenset({"max_cost_usd", "cost_usd_to_date"})
+                       "manifest_sha256", "request_id", "plan_id", "confirmation_ref"})
+TIME_FIELDS = frozenset({"created_at", "updated_at", "term_ends_at", "checked_at", "expires_at", "ts", "decided_at"})
+MONEY_FIELDS = frozenset({"max_cost_usd", "cost_usd_to_date", "usd"})
 
 other_ids = st.sampled_from([
     "run-other-99", "acct-other-99", "bk-other-99", "conf-other-99", MARKER, f"{MARKER}-run", "", "x" * 129,
@@ -410,10 +451,11 @@ def _container(doc: Any, path: Path_) -> Any:
 ALL_OPS = ("drop", "retype", "extra", "id", "time", "money", "marker", "flag", "state")
 # Edits that keep the body well typed more often, so they reach the semantic checks behind validation.
 SEMANTIC_OPS = ("id", "time", "money", "marker", "flag", "state")
-STATE_FIELDS = frozenset({"state", "status", "action", "contract_version", "reason"})
+STATE_FIELDS = frozenset({"state", "status", "action", "contract_version", "reason", "valid"})
 other_states = st.sampled_from([
     "queued", "validating", "running", "gate_failed", "succeeded", "failed", "cancelling", "cancelled",
-    "cleaned_up", "pending", "passed", "training.create", "training.cancel", "training.cleanup", "ito.training.v2",
+    "cleaned_up", "pending", "passed", "failed", "confirmed", "declined", "training.create", "training.cancel",
+    "training.cleanup", "ito.training.v2",
     "expired", "revoked", "released", "incomplete", "mismatch", "RUNNING", "", MARKER,
 ])
 
@@ -624,7 +666,16 @@ def assert_no_backend_text(wire: dict[str, Any]) -> None:
 
 
 def assert_posts_are_replays(fake: FakeBackend, manifest_bytes: bytes = MANIFEST_BYTES) -> None:
-    """Every mutating request of a call carries its own key and the very same bytes; bounded resends."""
+    """Every mutating request of a call carries its own key and the very same bytes; bounded resends.
+    A plan or a confirmation request (not keyed) is sent once, whatever the answer."""
+    for endpoint in UNKEYED_POSTS & fake.posts.keys():
+        posts = fake.posts.pop(endpoint)
+        assert len(posts) == 1, f"{endpoint} sent {len(posts)} times"
+        assert posts[0][0] is None  # no idempotency key: the backend does not key it
+        if endpoint == "plan":
+            body = json.loads(posts[0][1])
+            assert body == {"booking_id": BOOKING, "manifest_sha256": SHA,
+                            "manifest_b64": base64.b64encode(manifest_bytes).decode()}
     for endpoint, posts in fake.posts.items():
         assert 1 <= len(posts) <= 2, f"{endpoint} sent {len(posts)} times (recovery_attempts=1)"
         assert {key for key, _ in posts} == {POST_KEYS[endpoint]}
@@ -647,9 +698,9 @@ async def test_baseline_every_tool_succeeds_against_the_valid_fake(tool: str, ma
     assert_posts_are_replays(fake)
 
 
-# Examples per (target, tool), 1,180 in all: submit walks six endpoints and reads the manifest, so its
+# Examples per (target, tool), 1,530 in all: submit and plan walk several endpoints and read the manifest, so their
 # targets get fewer examples each; together the file stays well under 30 s.
-EXAMPLES: dict[tuple[str, str], int] = {pair: 55 if pair[1] == "submit" else 80 for pair in TARGETS}
+EXAMPLES: dict[tuple[str, str], int] = {pair: 55 if pair[1] in ("submit", "plan") else 80 for pair in TARGETS}
 
 
 def call(tool: str, fake: FakeBackend, manifest_file: str) -> Envelope:

@@ -214,6 +214,7 @@ def test_every_argument_object_the_schema_accepts_passes_gate0(spec: ToolSpec) -
 _CANONICAL = {
     "booking_id": "bk_1", "run_id": "run_1", "manifest_path": "/srv/manifests/m.json", "confirmation_ref": "cf_1",
     "idempotency_key": "probe-key-00000001", "cursor": "c:1=", "limit": 10, "wait_seconds": 0,
+    "action": "training.cancel", "request_id": "creq_1",
 }
 _JUNK: list[Any] = [None, "", True, False, 0, -1, 1.5, [], {}, 2**70, "a b", "a\n", "\n", "é", "a\x00", "=", "a=b",
                     ".", "..", "." * 16, "/", "a/b", "A" * 20]
@@ -300,6 +301,16 @@ def test_exactly_one_of_run_id_or_idempotency_key_is_in_the_schema() -> None:
     ]:
         assert schema_accepts(status, arguments) is valid, arguments
         assert gate0(status, arguments) == ("accepted" if valid else "refused"), arguments
+
+
+def test_request_confirmation_takes_only_cancel_or_cleanup() -> None:
+    """Creation is confirmed through plan_training; the schema and gate 0 both refuse it here."""
+    spec = next(s for s in ALL_TOOLS if s.name == "request_confirmation")
+    for action, valid in [("training.cancel", True), ("training.cleanup", True), ("training.create", False),
+                          ("Training.Cancel", False), ("training.cancel ", False), ("cancel", False), ("", False)]:
+        arguments = {"action": action, "run_id": "run_1"}
+        assert schema_accepts(spec, arguments) is valid, arguments
+        assert gate0(spec, arguments) == ("accepted" if valid else "refused"), arguments
 
 
 def test_the_builders_for_the_next_tools() -> None:

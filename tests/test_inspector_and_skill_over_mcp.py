@@ -51,15 +51,19 @@ async def test_skill_is_a_prompt_and_resources_generated_from_the_one_file(conne
 SKIP_INSPECTOR = os.environ.get("ITO_SKIP_INSPECTOR") == "1"
 
 
-def _inspector(*args: str, env: dict[str, str] | None = None) -> tuple[int, Any]:
+def _inspector(*args: str, env: dict[str, str] | None = None,
+               server_env: dict[str, str] | None = None) -> tuple[int, Any]:
+    """Run the Inspector CLI against the server. `server_env` is passed to the server process with `-e`
+    (the Inspector hands a stdio server only the variables it is told to)."""
     if not INSPECTOR.exists():
         if SKIP_INSPECTOR:
             pytest.skip("ITO_SKIP_INSPECTOR=1: MCP Inspector not installed")
         pytest.fail("MCP Inspector missing: run `make inspector` (make test does it) or set ITO_SKIP_INSPECTOR=1")
     assert shutil.which("node"), "node is required for the MCP Inspector"
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("ITO_")}
+    passed = [option for name, value in (server_env or {}).items() for option in ("-e", f"{name}={value}")]
     proc = subprocess.run(
-        [str(INSPECTOR), "--cli", *SERVER, *args], capture_output=True, text=True, timeout=120,
+        [str(INSPECTOR), "--cli", *passed, *SERVER, *args], capture_output=True, text=True, timeout=120,
         env={**base_env, **(env or {})},
     )
     try:
@@ -85,6 +89,10 @@ def test_inspector_lists_every_tool_with_portable_schemas() -> None:
     ("submit_training", {"booking_id": "bk_1", "manifest_path": "{manifest}", "confirmation_ref": "",
                          "idempotency_key": "inspector-key-000001"}, 5, "CONFIRMATION_REQUIRED"),
     ("training_status", {"run_id": "run_1"}, 5, "TRAINING_UNAVAILABLE"),
+    ("plan_training", {"booking_id": "bk_1", "manifest_path": "{manifest}"}, 5, "TRAINING_UNAVAILABLE"),
+    ("request_confirmation", {"action": "training.cancel", "run_id": "run_1"}, 5, "TRAINING_UNAVAILABLE"),
+    ("request_confirmation", {"action": "training.create", "run_id": "run_1"}, 5, "INVALID_INPUT"),
+    ("confirmation_status", {"request_id": "creq_1", "wait_seconds": 1}, 5, "TRAINING_UNAVAILABLE"),
 ])
 def test_inspector_calls_return_the_envelope(
     manifest_path: str, tool: str, arguments: dict[str, Any], exit_code: int, code: str | None
@@ -101,6 +109,24 @@ def test_inspector_calls_return_the_envelope(
     else:
         assert envelope["error"]["code"] == code
         assert envelope["live_api_contacted"] is False
+
+
+def test_inspector_plans_against_the_reference_backend(world: Any, manifest_path: str) -> None:
+    """The reference client, the real server process and the reference backend: a plan opens one request."""
+    args = {"booking_id": world.booking, "manifest_path": manifest_path}
+    status, result = _inspector("--method", "tools/call", "--tool-name", "plan_training",
+                                "--tool-args-json", json.dumps(args), server_env=world.env)
+    assert status == 0, result
+    envelope = result["structuredContent"]
+    assert envelope["ok"] is True and envelope["data"]["valid"] is True, envelope
+    request_id = envelope["data"]["confirmation_request"]["request_id"]
+    assert envelope["data"]["confirmation_request"]["review_url"].endswith(f"/desk/requests/{request_id}")
+    status, result = _inspector("--method", "tools/call", "--tool-name", "confirmation_status",
+                                "--tool-args-json", json.dumps({"request_id": request_id}), server_env=world.env)
+    assert status == 0, result
+    assert result["structuredContent"]["data"]["status"] == "pending"
+    assert len(world.op.confirmation_requests(world.account)) == 1
+    assert world.token not in json.dumps(result)
 
 
 def test_inspector_sees_the_skill_prompt_and_resources() -> None:

@@ -77,6 +77,17 @@ async def test_every_tool_succeeds_and_refuses_within_its_output_schema(
         def confirm(action: str) -> str:
             return str(world.op.confirmation(world.account, action, world.booking, "0.00", run_id=run_id)["ref"])
 
+        # The person's step: a plan (valid), its request's status (pending, then confirmed), a cancel request.
+        plan = await call("plan_training", {"booking_id": world.booking, "manifest_path": manifest_path})
+        await call("plan_training", {"booking_id": "bk_nobody", "manifest_path": manifest_path})
+        request_id = plan["data"]["confirmation_request"]["request_id"]
+        await call("confirmation_status", {"request_id": request_id})
+        world.op.confirm_request(request_id)
+        assert (await call("confirmation_status", {"request_id": request_id}))["data"]["confirmation_ref"]
+        await call("confirmation_status", {"request_id": "creq_nobody"})
+        await call("request_confirmation", {"action": "training.cancel", "run_id": run_id})
+        await call("request_confirmation", {"action": "training.cancel", "run_id": "run_nobody"})
+
         cancel = {"run_id": run_id, "idempotency_key": _key("cancel")}
         await call("cancel_training", cancel)
         assert (await call("cancel_training", {**cancel, "confirmation_ref": confirm("training.cancel")}))["ok"]

@@ -2,7 +2,7 @@
 
 - the skill directory passes the Agent Skills reference validator;
 - its decision table covers every error code exactly once;
-- every tool-shaped name it mentions is a real tool;
+- every tool-shaped name it mentions is a real tool (or an argument or data field of one);
 - its frontmatter uses only the allowed keys and the file stays short;
 - every example manifest parses, with one example per training target;
 - the Claude Desktop example config is JSON and holds no credential.
@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 from skills_ref.parser import parse_frontmatter
 
+from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.manifest import TrainingTarget, parse_manifest
 from ito_training_mcp.secret_scan import scan
-from ito_training_mcp.tool_specs import ALL_TOOLS
+from ito_training_mcp.tool_specs import ALL_TOOLS, ToolSpec
 
 REPO = Path(__file__).resolve().parent.parent
 SKILL_DIR = REPO / "skill"
@@ -33,8 +34,31 @@ EXAMPLES = REPO / "examples"
 
 ALLOWED_FRONTMATTER = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
 TOOL_NAMES = {spec.name for spec in ALL_TOOLS}
-# Identifiers shaped like one of the tools (check_*, digest_*, submit_*, training_*, list_*, cancel_*, cleanup_*).
-TOOL_SHAPED = re.compile(r"(?<![A-Za-z0-9_.])(?:check|digest|submit|training|list|cancel|cleanup)(?:_[a-z]+)+\b")
+# Identifiers shaped like one of the tools (check_*, digest_*, submit_*, training_*, list_*, cancel_*, cleanup_*,
+# plan_*, request_*, confirmation_*).
+TOOL_SHAPED = re.compile(
+    r"(?<![A-Za-z0-9_.])(?:check|digest|submit|training|list|cancel|cleanup|plan|request|confirmation)(?:_[a-z]+)+\b"
+)
+
+
+def _property_names(node: Any) -> set[str]:
+    """Every property name anywhere in a JSON Schema."""
+    if isinstance(node, list):
+        return {name for item in node for name in _property_names(item)}
+    if not isinstance(node, dict):
+        return set()
+    names = set(node.get("properties", {})) if isinstance(node.get("properties"), dict) else set()
+    return names | {name for value in node.values() for name in _property_names(value)}
+
+
+def _field_names(specs: tuple[ToolSpec, ...]) -> set[str]:
+    return {name for spec in specs for schema in (spec.input_schema(), spec.output_schema())
+            for name in _property_names(schema)}
+
+
+# Tool-shaped names that are arguments, data fields (request_id, confirmation_ref, ...) or backend operations
+# (confirmation_requests), not tools.
+FIELD_NAMES = _field_names(ALL_TOOLS) | set(REQUIRED_OPERATIONS) | set(CONFIRMATION_OPERATIONS)
 FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`([^`\n]+)`")
 CODE_IN_CELL = re.compile(r"`([A-Z][A-Z0-9_]+)`")
@@ -114,8 +138,14 @@ def test_decision_table_rows_name_an_action_class() -> None:
 def test_tool_shaped_names_in_skill_are_real_tools(name: str) -> None:
     text = _skill_texts()[name]
     mentioned = {m for span in _backticked(text) for m in TOOL_SHAPED.findall(span)}
-    unknown = sorted(mentioned - TOOL_NAMES)
+    unknown = sorted(mentioned - TOOL_NAMES - FIELD_NAMES)
     assert not unknown, f"{name} names tools that do not exist: {unknown}"
+
+
+def test_the_tool_shaped_check_catches_a_misspelt_new_tool() -> None:
+    for wrong in ("plan_trainings", "request_confirmations", "confirmation_state", "submit_plan"):
+        assert TOOL_SHAPED.findall(f"`{wrong}`") == [wrong] and wrong not in TOOL_NAMES | FIELD_NAMES
+    assert {"request_id", "confirmation_ref", "plan_id"} <= FIELD_NAMES
 
 
 def test_skill_mentions_every_tool() -> None:

@@ -182,7 +182,19 @@ async def test_every_tool_over_streamable_http(
             checkpoints = await call("list_checkpoints", {"run_id": run_id})
             assert checkpoints["data"]["run_id"] == run_id and isinstance(checkpoints["data"]["checkpoints"], list)
 
-            cancel_ref = action_confirm(world, "training.cancel", run_id)
+            # The person's step: a plan and a cancel request, each decided by the person at the desk.
+            plan = await call("plan_training", {"booking_id": world.booking, "manifest_path": http_manifest})
+            request_id = plan["data"]["confirmation_request"]["request_id"]
+            assert plan["data"]["valid"] is True and "elicitation" not in plan["data"]  # no capability declared
+            opened = await call("request_confirmation", {"action": "training.cancel", "run_id": run_id})
+            person = world.backend.person(world.account)
+            await anyio.to_thread.run_sync(person.sign_in)
+            await anyio.to_thread.run_sync(person.decline, request_id)
+            cancel_ref = await anyio.to_thread.run_sync(person.confirm, opened["data"]["request_id"])
+            declined = await call("confirmation_status", {"request_id": request_id, "wait_seconds": 5})
+            assert declined["data"]["status"] == "declined"
+            confirmed = await call("confirmation_status", {"request_id": opened["data"]["request_id"]})
+            assert confirmed["data"]["confirmation_ref"] == cancel_ref
             cancelled = await call("cancel_training", {"run_id": run_id, "confirmation_ref": cancel_ref,
                                                        "idempotency_key": new_key(f"cancel-{mode}")})
             assert cancelled["data"]["action"] == "cancel" and cancelled["data"]["state"] == "cancelled"

@@ -3,17 +3,20 @@
 The MCP tools and the CLI are thin adapters over `TrainingService`; it knows nothing of either.
 The operations are grouped by concern -- `submit.py` (availability, digest, submit: the gates of
 contract §3 read top to bottom in one function), `lifecycle.py` (following, cancelling and
-cleaning up a run) -- over the machinery they share in `base.py`.
+cleaning up a run), `confirmations.py` (the person's step: plans, confirmation requests and their
+status) -- over the machinery they share in `base.py` (and `waiting.py`, the bounded waits with
+progress).
 """
 
 from __future__ import annotations
 
 from .base import Call, Progress
+from .confirmations import ConfirmationOperations
 from .lifecycle import LifecycleOperations
 from .submit import SubmitOperations
 
 
-class TrainingService(SubmitOperations, LifecycleOperations):
+class TrainingService(SubmitOperations, ConfirmationOperations, LifecycleOperations):
     """The one core behind both doors. See `ServiceBase` for the constructor's arguments."""
 
 

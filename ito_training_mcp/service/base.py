@@ -229,26 +229,32 @@ class ServiceBase:
         settings = ManifestSettings.from_env(self.env)
         return await anyio.to_thread.run_sync(digest_manifest_file, path, settings)
 
-    async def _gate_capabilities(self, api: BackendClient, settings: BackendSettings) -> Capabilities:
-        """Gate 3: the backend offers training and every lifecycle operation. No credential yet.
+    async def _gate_capabilities(
+        self, api: BackendClient, settings: BackendSettings, operations: tuple[str, ...] = ()
+    ) -> Capabilities:
+        """Gate 3: the backend offers training and every lifecycle operation (and `operations`, which
+        the person's-step tools add). No credential yet.
 
         Cached per origin within the freshness window; when cold, one request per origin is in
         flight and concurrent calls share its answer."""
         origin = settings.endpoint.base_url
         cached = self._capabilities_cache.get(origin)
         if cached is not None and time.monotonic() < cached[0]:
-            return cached[1]
+            caps = cached[1]
+        else:
 
-        async def fetch() -> Capabilities:
-            caps = await self._fetch_capabilities(api)
-            if settings.capabilities_ttl_s > 0:
-                self._capabilities_cache[origin] = (time.monotonic() + settings.capabilities_ttl_s, caps)
-            return caps
+            async def fetch() -> Capabilities:
+                caps = await self._fetch_capabilities(api)
+                if settings.capabilities_ttl_s > 0:
+                    self._capabilities_cache[origin] = (time.monotonic() + settings.capabilities_ttl_s, caps)
+                return caps
 
-        return await self._capabilities_flights.run(
-            origin, fetch, wait_s=settings.timeout_s + FLIGHT_MARGIN_S,
-            on_timeout=lambda: _flight_timeout("capabilities", Gate.CAPABILITIES, settings),
-        )
+            caps = await self._capabilities_flights.run(
+                origin, fetch, wait_s=settings.timeout_s + FLIGHT_MARGIN_S,
+                on_timeout=lambda: _flight_timeout("capabilities", Gate.CAPABILITIES, settings),
+            )
+        _require_operations(caps, operations)  # the cache holds only answers with the lifecycle's seven
+        return caps
 
     @staticmethod
     async def _fetch_capabilities(api: BackendClient) -> Capabilities:
@@ -267,14 +273,7 @@ class ServiceBase:
                 "The canonical backend reports that managed training is not available.",
                 gate=Gate.CAPABILITIES, details={"reason": "backend_reports_unavailable"},
             )
-        missing = [op for op in REQUIRED_OPERATIONS if op not in caps.training.operations]
-        if missing:
-            raise Refusal(
-                ErrorCode.LIFECYCLE_INCOMPLETE,
-                "The backend does not offer every lifecycle operation a training run needs: "
-                + ", ".join(missing) + ".",
-                gate=Gate.CAPABILITIES, details={"missing_operations": missing},
-            )
+        _require_operations(caps, REQUIRED_OPERATIONS)
         return caps
 
     def _authenticate(self, api: BackendClient) -> None:
@@ -367,11 +366,14 @@ class ServiceBase:
     # ------------------------------------------------------------------ lifecycle (read-only)
 
     @asynccontextmanager
-    async def _authenticated(self, call: Call) -> AsyncIterator[tuple[BackendClient, BackendSettings]]:
-        """Gates 1 and 3, then the credential: what every lifecycle operation needs first."""
+    async def _authenticated(
+        self, call: Call, operations: tuple[str, ...] = ()
+    ) -> AsyncIterator[tuple[BackendClient, BackendSettings]]:
+        """Gates 1 and 3 (with any `operations` beyond the lifecycle's), then the credential: what every
+        lifecycle operation needs first."""
         settings = self._gate_availability()                             # 1 availability
         async with self._backend(settings, call) as api:
-            await self._gate_capabilities(api, settings)                 # 3 capabilities
+            await self._gate_capabilities(api, settings, operations)     # 3 capabilities
             self._authenticate(api)
             yield api, settings
 
@@ -398,6 +400,17 @@ class ServiceBase:
     async def _recovery_pause(round_: int) -> None:
         """The bounded backoff before recovery round `round_` (1-based) of a mutation."""
         await anyio.sleep(RECOVERY_BACKOFF_S[min(round_ - 1, len(RECOVERY_BACKOFF_S) - 1)])
+
+
+def _require_operations(caps: Capabilities, operations: tuple[str, ...]) -> None:
+    """LIFECYCLE_INCOMPLETE naming every operation in `operations` that the backend does not offer."""
+    missing = [op for op in operations if op not in caps.training.operations]
+    if missing:
+        raise Refusal(
+            ErrorCode.LIFECYCLE_INCOMPLETE,
+            "The backend does not offer every operation this needs: " + ", ".join(missing) + ".",
+            gate=Gate.CAPABILITIES, details={"missing_operations": missing},
+        )
 
 
 def _flight_timeout(what: str, gate: Gate, settings: BackendSettings) -> Refusal:

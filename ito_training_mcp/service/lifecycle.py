@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from .. import inputs
 from ..egress import clean_progress
@@ -23,7 +20,9 @@ from .notices import (
     NOTICE_STATUS,
     NOTICE_STILL_RUNNING,
     NOTICE_TERMINAL,
+    clamp_note,
 )
+from .waiting import Position, Waited, wait_data, wait_until
 
 if TYPE_CHECKING:
     from ..backend_client import BackendClient
@@ -62,42 +61,48 @@ class LifecycleOperations(ServiceBase):
                     if found is None:
                         return {"found": False, "idempotency_key": key, "run_id": None, "state": None}, NOTICE_NO_RUN
                     run_ref = found.run_id
-                run, waited, timed_out = await self._poll(api, settings, run_ref, wait, progress)
+                waited = await self._follow_run(api, settings, run_ref, min(wait, settings.max_wait_s), progress)
+            run = waited.last[0]
             data = _run_status(run)
-            data["wait"] = {"requested_s": wait, "waited_s": round(waited, 3), "timed_out": timed_out}
-            return data, _status_notice(run, timed_out)
+            data["wait"] = wait_data(wait, settings.max_wait_s, waited)
+            notice = _status_notice(run, waited.timed_out)
+            return data, notice + (clamp_note(settings.max_wait_s) if wait > settings.max_wait_s else "")
 
         return await self._run("training_status", body)
 
-    async def _poll(
-        self, api: BackendClient, settings: BackendSettings, run_id: str, wait_s: int, progress: Progress | None
-    ) -> tuple[Run, float, bool]:
-        """Fetch the run; with a wait, poll with bounded backoff until terminal or the deadline.
-
-        A revoked credential raises at once (no further request). Progress goes up with elapsed
-        time, so clients can draw a bar; its message names the state and the current stage.
-        """
+    async def _follow_run(
+        self, api: BackendClient, settings: BackendSettings, run_id: str, budget_s: int, progress: Progress | None
+    ) -> Waited[tuple[Run, int | None]]:
+        """Fetch the run; with a budget, poll until it is terminal or the budget is spent, reporting its
+        position (stages passed, out of all stages) and, while it runs, the step its metrics report.
+        A revoked credential ends the wait at once (no further request)."""
         from ..backend_models import TERMINAL_STATES
 
-        started = time.monotonic()
-        interval = settings.poll_interval_s
-        last_progress = -1.0
-        while True:
+        async def fetch() -> tuple[Run, int | None]:
             run = await self._get_run(api, run_id)
-            elapsed = time.monotonic() - started
-            terminal = run.state in TERMINAL_STATES
-            if progress is not None and wait_s > 0:
-                value = float(wait_s) if terminal else max(min(elapsed, float(wait_s)), last_progress + 0.001)
-                if value > last_progress:
-                    last_progress = value
-                    await progress(value, float(wait_s), _progress_message(run))
-            if terminal or wait_s == 0:
-                return run, elapsed, False
-            remaining = wait_s - elapsed
-            if remaining <= 0:
-                return run, elapsed, True
-            await anyio.sleep(min(interval, remaining))
-            interval = min(interval * 1.5, max(settings.poll_interval_s, 10.0))
+            step = None
+            if progress is not None and budget_s > 0 and run.state.value == "running":
+                step = await self._current_step(api, run_id)
+            return run, step
+
+        return await wait_until(
+            fetch, lambda seen: seen[0].state in TERMINAL_STATES, lambda seen: run_position(*seen),
+            budget_s=budget_s, interval_s=settings.poll_interval_s, progress=progress,
+        )
+
+    async def _current_step(self, api: BackendClient, run_id: str) -> int | None:
+        """The step the run's metrics report, for the progress message only. Any refusal but an
+        authentication one leaves the message without it."""
+        from ..backend_client import BackendRefusal, run_path
+        from ..backend_models import Metrics
+
+        try:
+            _, metrics = await api.request("GET", run_path(run_id, "/metrics"), Metrics, gate=None)
+        except BackendRefusal as r:
+            if r.code in (ErrorCode.CREDENTIAL_REVOKED, ErrorCode.AUTH_REJECTED, ErrorCode.AUTH_FORBIDDEN):
+                raise
+            return None
+        return metrics.step
 
     async def training_logs(self, run_id: object, cursor: object = None, limit: object = None) -> Envelope:
         async def body(call: Call) -> Outcome:
@@ -283,11 +288,20 @@ def _terminal_states() -> frozenset[Any]:
     return TERMINAL_STATES
 
 
-def _progress_message(run: Run) -> str:
+def run_position(run: Run, step: int | None = None) -> Position:
+    """A run's position for progress: stages whose gate passed, plus one half while the next stage runs,
+    out of all stages; the words name the state, the current stage and (while running) the step."""
     passed = sum(1 for stage in run.stages if stage.gate.status == "passed")
     current = next((stage.name for stage in run.stages if stage.state == "running"), None)
-    where = f", stage {current}" if current else ""
-    return f"run {run.run_id}: {run.state.value}{where} ({passed}/{len(run.stages)} gates passed)"
+    value = passed + (0.5 if current is not None and run.state.value == "running" else 0.0)
+    words = f"run {run.run_id}: {run.state.value}"
+    if current is not None:
+        words += f", stage {current}"
+    if run.stages:
+        words += f" ({passed}/{len(run.stages)} stages passed)"
+    if step is not None:
+        words += f", step {step}"
+    return Position(value, float(len(run.stages)) if run.stages else None, words)
 
 
 def _status_notice(run: Run, timed_out: bool) -> str:
@@ -327,13 +341,13 @@ def _mutation_data(action: str, run_id: str, key: str, result: Any, recovered: b
 def _mutation_next_step(refused: Refusal, action: str) -> str | None:
     """Cancel and cleanup refusals point at their own confirmation and tool, not at a submit."""
     tool = f"{action}_training"
-    confirm_again = (
-        f"Ask the user to create a new confirmation out of band for training.{action} of this run; then call "
-        f"{tool} again with the new confirmation_ref and the same idempotency_key."
-    )
+    ask = (f"call request_confirmation with action training.{action} and this run_id, show the user the review_url "
+           f"(they decide at the Itô desk), call confirmation_status with the request_id, and once it is confirmed "
+           f"call {tool}")
+    confirm_again = (f"Ask the user whether to confirm again; if yes, {ask} with the new confirmation_ref and the "
+                     "same idempotency_key.")
     if refused.code is ErrorCode.CONFIRMATION_REQUIRED:
-        return (f"Ask the user to confirm training.{action} of this run out of band at the Itô desk and give you "
-                f"the confirmation reference; then call {tool} with it.")
+        return f"No confirmation_ref yet: {ask} with the returned confirmation_ref and one stable idempotency_key."
     if refused.code in (ErrorCode.CONFIRMATION_NOT_FOUND, ErrorCode.CONFIRMATION_EXPIRED,
                         ErrorCode.CONFIRMATION_MISMATCH):
         return confirm_again
@@ -342,7 +356,7 @@ def _mutation_next_step(refused: Refusal, action: str) -> str | None:
                 f"the first attempt; otherwise: {confirm_again[0].lower()}{confirm_again[1:]}")
     if refused.code is ErrorCode.VALIDATION_REJECTED and (refused.details or {}).get("reason") == "run_active":
         return ("The run is still active: it must finish, or be cancelled with cancel_training (its own "
-                "confirmation), before cleanup. Report its state to the user.")
+                "confirmation, through request_confirmation), before cleanup. Report its state to the user.")
     return None
 
 

@@ -1,19 +1,25 @@
-"""The notices an agent reads on success: what happened, and the one next step."""
+"""The notices an agent reads on success: what happened, and the one next step.
+
+The person's step runs through all of them: plan_training (or request_confirmation for cancel and
+cleanup) opens a request -> the user reviews and decides at the Itô desk, signing in themselves ->
+confirmation_status tells the agent the decision and, when confirmed, the confirmation_ref -> the
+mutation, with that reference and one stable idempotency key.
+"""
 
 from __future__ import annotations
 
 NOTICE_DIGESTED = (
     "The manifest was read and digested locally; nothing was sent anywhere. Show the user data.review_text "
-    "and the sha256. Only the user can confirm this digest, out of band at the Itô desk; then call "
-    "submit_training with their confirmation_ref and a stable idempotency_key."
+    "and the sha256. Next: call plan_training with the booking_id and this manifest_path: the backend checks "
+    "the plan and opens a confirmation request that the user reviews and confirms at the Itô desk."
 )
 NOTICE_AVAILABLE = (
-    "Training is available on the configured backend. Next: write or locate the manifest and call "
-    "digest_manifest; nothing has been created."
+    "Training is available on the configured backend. Next: write or locate the manifest, call "
+    "digest_manifest, then plan_training; nothing has been created."
 )
 NOTICE_ELIGIBLE = (
     "Training is available and this booking is eligible right now (data.booking). Next: call digest_manifest "
-    "on the reviewed manifest; nothing has been created."
+    "on the reviewed manifest, then plan_training; nothing has been created."
 )
 NOTICE_CREATED = (
     "One training run was created (data.run_id). Do not submit again: a retry with the same idempotency_key "
@@ -43,7 +49,7 @@ NOTICE_LOGS_END = "These are the latest log lines; call again later with the sam
 NOTICE_READ_ONLY = "Read-only answer from the backend; nothing was changed."
 NOTICE_CANCELLED = (
     "The run was cancelled (or is cancelling) as the user confirmed. Nothing else was changed; the booking is "
-    "untouched. Cleanup is a separate action with its own confirmation."
+    "untouched. Cleanup is a separate action with its own confirmation request (request_confirmation)."
 )
 NOTICE_CLEANED = (
     "The run's artefacts listed in data.cleaned were cleaned up as the user confirmed. The booking was not "
@@ -53,3 +59,103 @@ NOTICE_EXISTING = (
     "A run already existed for this idempotency key and was returned unchanged (created: false); nothing new "
     "was created and no confirmation was used. Next: follow it with training_status."
 )
+
+# ---------------------------------------------------------------------- the person's step
+
+_AT_THE_DESK = (
+    "Show the user the review_url and ask them to open it: they sign in at the Itô desk themselves (the link "
+    "carries no sign-in), review what the desk shows, and confirm or decline there. You cannot confirm for them "
+    "and must not open or drive the desk yourself."
+)
+NOTICE_PLAN_VALID = (
+    "The backend checked this plan and opened a confirmation request (data.confirmation_request); nothing was "
+    "created or spent. " + _AT_THE_DESK + " Point out data.estimate and data.max_cost_usd. Then call "
+    "confirmation_status with request_id = data.confirmation_request.request_id (with wait_seconds) to learn "
+    "their decision. Once it is confirmed, call submit_training with this booking_id and manifest_path, the "
+    "returned confirmation_ref and ONE stable idempotency_key (choose it now, say it, reuse it for every retry). "
+    "Do not plan the same manifest again while this request is pending."
+)
+NOTICE_PLAN_INVALID = (
+    "The backend's checks refused this plan (data.failed_checks; each check's reason and message are in "
+    "data.checks). No confirmation request was opened and nothing was created. Tell the user what failed and "
+    "why; only they can change the manifest (or choose another booking). After a change, call digest_manifest "
+    "and plan_training again. Do not call submit_training for this plan."
+)
+
+
+def request_opened(action: str, run_id: str) -> str:
+    """The notice of a newly opened cancel or cleanup request."""
+    verb = action.removeprefix("training.")
+    return (
+        f"A confirmation request for {action} of run {run_id} was opened (data.request_id); nothing has changed "
+        f"yet. {_AT_THE_DESK} Then call confirmation_status with request_id = data.request_id (with wait_seconds). "
+        f"Once it is confirmed, call {verb}_training with run_id {run_id}, the returned confirmation_ref and ONE "
+        "stable idempotency_key for this action (not the submit key); reuse it for every retry."
+    )
+
+
+def _mutation_call(action: str) -> str:
+    if action == "training.create":
+        return ("call submit_training with booking_id = data.booking_id, the same manifest_path you planned (its "
+                "sha256 must still be data.manifest_sha256), confirmation_ref = data.confirmation_ref and ONE stable "
+                "idempotency_key")
+    verb = action.removeprefix("training.")
+    return (f"call {verb}_training with run_id = data.run_id, confirmation_ref = data.confirmation_ref and ONE stable "
+            "idempotency_key for this action")
+
+
+def request_status(action: str, status: str) -> str:
+    """What the agent does after confirmation_status, by the person's decision."""
+    if status == "confirmed":
+        return (
+            "The user confirmed this request at the Itô desk. Next: " + _mutation_call(action) + "; reuse that key "
+            "for every retry. The reference is single use and expires; it authorises nothing by itself: the "
+            "backend checks it again when the call arrives."
+        )
+    if status == "declined":
+        return (
+            "The user declined this request at the Itô desk: nothing will be created, cancelled or cleaned up for "
+            "it. Stop, tell the user it was declined and hand control back. Do not open a new request or ask them "
+            "again unless they bring it up themselves."
+        )
+    if status == "expired":
+        return (
+            "The request expired before anyone decided it; nothing happened. Ask the user whether they still want "
+            "this. Only if they say yes, open a new request (plan_training for a run, request_confirmation for a "
+            "cancel or cleanup) and show them its review_url."
+        )
+    return (
+        "The user has not decided yet (the link to give them is data.review_url). Call confirmation_status again "
+        "with wait_seconds to keep waiting. Do not call the mutation without a confirmed reference and do not open "
+        "another request."
+    )
+
+
+def elicited(user_action: str, action: str) -> str:
+    """What follows an offer of the review_url through the client (URL-mode elicitation). Whatever the
+    user did with the link, it confirmed nothing: only the desk's answer counts."""
+    if user_action == "accept":
+        said = "The user agreed to open the review link through their client."
+    elif user_action in ("decline", "cancel"):
+        said = ("The user did not open the review link through their client. It stays valid (it is in the data): "
+                "show it to them once, without pressing them.")
+    else:
+        said = "The review link was offered through the client but no answer came back: show it to the user."
+    if action == "training.create":
+        then = ("call submit_training with this booking_id and manifest_path, the returned confirmation_ref and ONE "
+                "stable idempotency_key")
+    else:
+        then = (f"call {action.removeprefix('training.')}_training with this run_id, the returned confirmation_ref "
+                "and ONE stable idempotency_key for this action")
+    return (
+        said + " That is not a confirmation: a decision exists only once they confirm or decline at the Itô desk, "
+        "where they sign in themselves. Next: call confirmation_status with the request_id (with wait_seconds) to "
+        f"learn it; once it is confirmed, {then}."
+    )
+
+
+def clamp_note(limit_s: int) -> str:
+    return (
+        f" wait_seconds was above this server's limit of {limit_s} s (ITO_TRAINING_MAX_WAIT_S), so this call "
+        "waited at most that long (data.wait.clamped)."
+    )
