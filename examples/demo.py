@@ -2,12 +2,16 @@
 
 Act 1 -- today's production answer: no backend configured, training is refused and nothing is contacted.
 Act 2 -- the reference backend (a conformance server that never trains) stands in for the canonical
-         Itô API: availability and eligibility, the digest a person reviews, a submit refused until the
-         person confirms out of band, the confirmed submit, and the same submit again (same run).
-Act 3 -- following the run (status with progress, logs, metrics, checkpoints), then cancel and cleanup,
-         each with its own confirmation, and the booking shown untouched afterwards.
+         Itô API: availability and eligibility, the local digest, then plan_training (the backend's checks,
+         its estimate and a review URL). The person signs in at the desk through a single-use link and
+         confirms there, over HTTP exactly as a browser would; confirmation_status hands the agent the
+         reference; the submit, and the same submit again (same run).
+Act 3 -- following the run (status with progress, logs, metrics, checkpoints), then cancel and cleanup:
+         each asked for with request_confirmation, confirmed by the person at the desk, learned with
+         confirmation_status, then done; the booking is untouched at the end.
 
-The operator calls printed as "[desk]" stand for what the human does at the Itô desk.
+Lines marked "[person]" are what the human does in their browser; "[operator]" is the one thing an
+operator does for them (mint the sign-in link). The agent (the MCP client) never touches the desk.
 """
 
 from __future__ import annotations
@@ -29,26 +33,48 @@ REPO = Path(__file__).resolve().parent.parent
 SUBMIT_KEY = "demo-atlas-8b-support-sft-dpo-0001"
 CANCEL_KEY = "demo-cancel-atlas-8b-support-0001"
 CLEANUP_KEY = "demo-cleanup-atlas-8b-support-0001"
+WIDTH = 100
 
 
 def banner(text: str) -> None:
-    print(f"\n{'=' * 100}\n{text}\n{'=' * 100}")
+    print(f"\n{'=' * WIDTH}\n{text}\n{'=' * WIDTH}")
+
+
+def _compact(data: dict[str, Any]) -> dict[str, Any]:
+    """Lists of records on one line each: plan checks, run stages, log lines."""
+    shown = dict(data)
+    if isinstance(shown.get("checks"), list):
+        shown["checks"] = [f"{c['name']}: {c['status']}" + (f" ({c['reason']})" if c.get("reason") else "")
+                           for c in shown["checks"]]
+    if isinstance(shown.get("stages"), list):
+        shown["stages"] = [f"{s['name']}: {s['state']}, gate {s['gate']['status']}" for s in shown["stages"]]
+    if isinstance(shown.get("lines"), list):
+        shown["lines"] = [f"{line['ts']} [{line['stage'] or '-'}] {line['message']}" for line in shown["lines"]]
+    return shown
 
 
 def show(step: str, envelope: dict[str, Any], *, keep: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Print one envelope readably; `keep` trims long data to the named fields."""
     print(f"\n--- {step}")
     shown = dict(envelope)
-    if keep is not None and isinstance(shown.get("data"), dict):
-        shown["data"] = {k: v for k, v in shown["data"].items() if k in keep}
+    if isinstance(shown.get("data"), dict):
+        shown["data"] = _compact({k: v for k, v in shown["data"].items() if keep is None or k in keep})
     notice = shown.pop("notice", "")
     print(json.dumps(shown, indent=2, ensure_ascii=False))
-    print(textwrap.fill(f"notice: {notice}", width=100, subsequent_indent="        "))
+    print(textwrap.fill(f"notice: {notice}", width=WIDTH, subsequent_indent="        "))
     return envelope
 
 
-def desk(text: str) -> None:
-    print("\n" + textwrap.fill(f"[desk] {text}", width=100, subsequent_indent="       "))
+def person(text: str) -> None:
+    print("\n" + textwrap.fill(f"[person] {text}", width=WIDTH, subsequent_indent="         "))
+
+
+def operator(text: str) -> None:
+    print("\n" + textwrap.fill(f"[operator] {text}", width=WIDTH, subsequent_indent="           "))
+
+
+def simulated(text: str) -> None:
+    print(textwrap.fill(f"    [backend] {text}", width=WIDTH, subsequent_indent="              "))
 
 
 def server(env: dict[str, str]) -> Client:
@@ -85,6 +111,35 @@ async def act_one(manifest: Path, checks: Checks) -> None:
         checks.expect("act 1 submit refused", submit["error"]["code"] == "TRAINING_UNAVAILABLE")
 
 
+class Desk:
+    """The person at the desk, in a browser-like HTTP session of their own (never the operator API for a
+    decision). The operator only mints the single-use sign-in link, as `ito-training desk login-link` does."""
+
+    def __init__(self, backend: Any, account: str) -> None:
+        from ito_training_mcp.reference_backend.desk.person import Person
+
+        link = backend.op.login_link(account)
+        operator(f"mints a single-use sign-in link for account {account} (ito-training desk login-link --account "
+                 f"{account}); valid until {link['expires_at']}, given only to that person")
+        self.browser = Person(str(link["url"]))
+        self.browser.sign_in()
+        person("opens the link and presses 'Sign in': a session cookie of their own (HttpOnly, SameSite=Strict)")
+
+    def confirm(self, request_id: str, review_url: str, must_show: list[str]) -> str:
+        from urllib.parse import urlsplit
+
+        page = self.browser.get(urlsplit(review_url).path).text
+        missing = [text for text in must_show if text not in page]
+        person(f"opens the review URL and reads what the desk renders from the bytes it holds: "
+               f"{', '.join(must_show)} -- all there" if not missing else f"MISSING on the review page: {missing}")
+        ref = self.browser.confirm(request_id)
+        person(f"presses Confirm; the page shows the confirmation reference {ref}")
+        return ref if not missing else ""
+
+    def close(self) -> None:
+        self.browser.close()
+
+
 async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> None:
     from ito_training_mcp.reference_backend import ReferenceBackend
 
@@ -98,12 +153,14 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
         token_file.chmod(0o600)
         booking = op.booking(account, nodes=2, gpus_per_node=8, fabric="infiniband", region="eu-north")
         booking_id = booking["booking_id"]
-        desk(f"account {account} has completed booking {booking_id} (2 nodes x 8 GPUs); its API token is in a "
-             f"0600 file the server reads itself (ITO_TOKEN_FILE) -- it never appears below")
-        env = {"ITO_API_URL": backend.url, "ITO_TOKEN_FILE": str(token_file), "ITO_TRAINING_POLL_INTERVAL_S": "0.2"}
+        operator(f"account {account} has completed booking {booking_id} (2 nodes x 8 GPUs); its API token is in a "
+                 "0600 file the server reads itself (ITO_TOKEN_FILE) -- it never appears below")
+        env = {"ITO_API_URL": backend.url, "ITO_TOKEN_FILE": str(token_file), "ITO_TRAINING_POLL_INTERVAL_S": "0.1"}
+        desk = Desk(backend, account)
 
         async with server(env) as client:
-            show("check_training_availability", await tool(client, "check_training_availability", {}))
+            show("check_training_availability", await tool(client, "check_training_availability", {}),
+                 keep=("available", "operations"))
             eligible = show("check_training_availability with the booking", await tool(
                 client, "check_training_availability", {"booking_id": booking_id}), keep=("available", "booking"))
             checks.expect("eligible", eligible["ok"] and eligible["data"]["booking"]["eligible"])
@@ -111,19 +168,38 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
             digest = await tool(client, "digest_manifest", {"manifest_path": str(manifest)})
             show("digest_manifest (local: nothing sent)", digest, keep=("path", "sha256", "size_bytes"))
             sha = digest["data"]["sha256"]
-            print("\nThe review summary the person reads before confirming:\n")
-            print(textwrap.indent(digest["data"]["review_text"], "    "))
 
-            submit_args = {"booking_id": booking_id, "manifest_path": str(manifest), "confirmation_ref": "",
+            plan = show("plan_training: the backend checks the plan, estimates it, opens a confirmation request",
+                        await tool(client, "plan_training", {"booking_id": booking_id,
+                                                             "manifest_path": str(manifest)}),
+                        keep=("plan_id", "valid", "checks", "estimate", "confirmation_request", "max_cost_usd"))
+            checks.expect("plan valid", plan["ok"] and plan["data"]["valid"] is True)
+            request = plan["data"]["confirmation_request"]
+            print(f"\nThe review URL the agent shows the person (it carries no sign-in):\n    {request['review_url']}")
+
+            pending = show("confirmation_status before anyone decided", await tool(
+                client, "confirmation_status", {"request_id": request["request_id"]}),
+                keep=("request_id", "status", "confirmation_ref"))
+            checks.expect("pending", pending["ok"] and pending["data"]["status"] == "pending")
+
+            decided: list[str] = []
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                print(f"    progress {value:g}/{total:g}  {message}")
+                if not decided:  # the agent is waiting; now the person decides
+                    decided.append(await anyio.to_thread.run_sync(
+                        desk.confirm, request["request_id"], request["review_url"],
+                        [sha, "$1200.00", "atlas-8b", "decontamination"]))
+
+            confirmed = show("confirmation_status, waiting up to 20 s while the person decides", await tool(
+                client, "confirmation_status", {"request_id": request["request_id"], "wait_seconds": 20},
+                progress_callback=progress), keep=("request_id", "status", "confirmation_ref", "max_cost_usd",
+                                                   "manifest_sha256"))
+            ref = confirmed["data"]["confirmation_ref"] if confirmed["ok"] else None
+            checks.expect("confirmed", ref is not None and decided == [ref])
+
+            submit_args = {"booking_id": booking_id, "manifest_path": str(manifest), "confirmation_ref": ref,
                            "idempotency_key": SUBMIT_KEY}
-            unconfirmed = show("submit_training before anyone confirmed", await tool(
-                client, "submit_training", submit_args))
-            checks.expect("confirmation required", unconfirmed["error"]["code"] == "CONFIRMATION_REQUIRED")
-
-            confirmation = op.confirmation(account, "training.create", booking_id, "1500.00", manifest_sha256=sha)
-            desk(f"the person reviewed digest {sha[:16]}... and confirmed it, up to $1500.00: "
-                 f"confirmation {confirmation['ref']} (single use, expires {confirmation['expires_at']})")
-            submit_args["confirmation_ref"] = confirmation["ref"]
             created = show("submit_training with the confirmation", await tool(
                 client, "submit_training", submit_args), keep=("run_id", "state", "created", "booking_id",
                                                                 "manifest_sha256", "idempotency_key"))
@@ -136,23 +212,23 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
             checks.expect("one run", backend.run_count() == 1)
             print(f"\nruns in the backend's database: {backend.run_count()}")
 
-            banner("Act 3 -- following the run, then cancel and cleanup")
+            banner("Act 3 -- following the run, then cancel and cleanup, each confirmed by the person")
             advanced = anyio.Event()
 
-            async def progress(value: float, total: float | None, message: str | None) -> None:
-                print(f"    progress {value:5.1f}/{total:.0f}s  {message}")
+            async def run_progress(value: float, total: float | None, message: str | None) -> None:
+                print(f"    progress {value:g}/{total:g}  {message}")
                 if not advanced.is_set():
                     advanced.set()
-                    desk("the backend runs data prep and its eval gate passes")
+                    simulated("data prep runs and its eval gate passes (the operator API advances the run)")
                     await anyio.to_thread.run_sync(op.advance, run_id)
                     await anyio.to_thread.run_sync(op.advance, run_id)
 
-            status = show("training_status, waiting up to 3 s", await tool(
-                client, "training_status", {"run_id": run_id, "wait_seconds": 3}, progress_callback=progress),
+            status = show("training_status, waiting up to 2 s", await tool(
+                client, "training_status", {"run_id": run_id, "wait_seconds": 2}, progress_callback=run_progress),
                 keep=("run_id", "state", "stages", "wait"))
-            checks.expect("status", status["ok"])
-            logs = show("training_logs (first page of 5)", await tool(
-                client, "training_logs", {"run_id": run_id, "limit": 5}))
+            checks.expect("status", status["ok"] and advanced.is_set())
+            logs = show("training_logs (first page of 4)", await tool(
+                client, "training_logs", {"run_id": run_id, "limit": 4}))
             checks.expect("logs", logs["ok"] and len(logs["data"]["lines"]) > 0)
             checks.expect("metrics", show("training_metrics", await tool(
                 client, "training_metrics", {"run_id": run_id}))["ok"])
@@ -160,19 +236,27 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                 client, "list_checkpoints", {"run_id": run_id}))["ok"])
 
             before = op.get_booking(booking_id)
-            cancel_ref = op.confirmation(account, "training.cancel", booking_id, "0.00", run_id=run_id)["ref"]
-            desk(f"the person confirms cancelling {run_id}: confirmation {cancel_ref}")
-            cancelled = show("cancel_training", await tool(client, "cancel_training", {
-                "run_id": run_id, "confirmation_ref": cancel_ref, "idempotency_key": CANCEL_KEY}),
-                keep=("run_id", "state", "action"))
-            checks.expect("cancelled", cancelled["ok"] and cancelled["data"]["state"] == "cancelled")
+            for action, key in (("cancel", CANCEL_KEY), ("cleanup", CLEANUP_KEY)):
+                opened = show(f"request_confirmation for training.{action}", await tool(
+                    client, "request_confirmation", {"action": f"training.{action}", "run_id": run_id}),
+                    keep=("request_id", "action", "status", "review_url"))
+                checks.expect(f"{action} requested", opened["ok"])
+                action_ref = desk.confirm(opened["data"]["request_id"], opened["data"]["review_url"],
+                                          [run_id, "is untouched"])
+                learned = show("confirmation_status", await tool(
+                    client, "confirmation_status", {"request_id": opened["data"]["request_id"]}),
+                    keep=("status", "confirmation_ref", "next_tool"))
+                checks.expect(f"{action} confirmed",
+                              learned["ok"] and learned["data"]["confirmation_ref"] == action_ref)
+                done = show(f"{action}_training", await tool(client, f"{action}_training", {
+                    "run_id": run_id, "confirmation_ref": learned["data"]["confirmation_ref"], "idempotency_key": key}),
+                    keep=("run_id", "state", "action", "cleaned", "booking_untouched"))
+                checks.expect(f"{action} done", done["ok"])
+                if action == "cancel":
+                    checks.expect("cancelled", done["data"]["state"] == "cancelled")
+                else:
+                    checks.expect("cleaned", done["data"]["booking_untouched"] is True)
 
-            cleanup_ref = op.confirmation(account, "training.cleanup", booking_id, "0.00", run_id=run_id)["ref"]
-            desk(f"the person confirms cleaning up {run_id}: confirmation {cleanup_ref}")
-            cleaned = show("cleanup_training", await tool(client, "cleanup_training", {
-                "run_id": run_id, "confirmation_ref": cleanup_ref, "idempotency_key": CLEANUP_KEY}),
-                keep=("run_id", "cleaned", "booking_untouched"))
-            checks.expect("cleaned", cleaned["ok"] and cleaned["data"]["booking_untouched"] is True)
             after = op.get_booking(booking_id)
             untouched = (before["state"], before["updated_at_epoch"]) == (after["state"], after["updated_at_epoch"])
             print(f"\nbooking {booking_id} after cleanup: state={after['state']}, "
@@ -180,7 +264,9 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
             checks.expect("booking untouched", untouched)
             eligible_after = await tool(client, "check_training_availability", {"booking_id": booking_id})
             checks.expect("still eligible", eligible_after["ok"] and eligible_after["data"]["booking"]["eligible"])
-            checks.expect("token never shown", token not in json.dumps([eligible, digest, created, status, logs]))
+            checks.expect("token never shown", token not in json.dumps([eligible, digest, plan, confirmed, created,
+                                                                        status, logs]))
+        desk.close()
 
 
 async def main() -> int:

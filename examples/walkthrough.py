@@ -1,11 +1,12 @@
 """A walkthrough with real processes: `ito-training backend` (the reference backend) in one process,
-`ito-training-mcp` in another, and this script as the MCP client and the person at the desk.
+`ito-training-mcp` in another, `ito-training desk ...` and `ito-training ...` as the commands a person
+types, and this script as the MCP client and as the person's browser at the desk.
 
     .venv/bin/python examples/walkthrough.py
 
 Unlike `make demo` (which starts the reference backend in-process), everything here goes over real
-sockets and pipes, exactly as a harness would run it. The backend's operator API (loopback only,
-its own token in a 0600 file) stands in for what the person does at the Itô desk.
+sockets and pipes, exactly as a harness would run it. Part 1 is the agent's path over MCP; part 2 is
+the same path from a terminal, where each step runs the "Next command" the previous one printed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+ITO = str(BIN / "ito-training")
 
 
 def free_port() -> int:
@@ -36,33 +38,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class Desk:
-    """The person's out-of-band actions, through the reference backend's operator API."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.http = httpx.Client(base_url=f"{url}/operator", headers={"Authorization": f"Bearer {token}"}, timeout=10)
-
-    def post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        response = self.http.post(path, json=body or {})
-        response.raise_for_status()
-        result: dict[str, Any] = response.json()
-        return result
-
-
-def start_backend(workdir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_backend(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    token_file = workdir / "operator-token"
-    process = subprocess.Popen(
-        [str(BIN / "ito-training"), "backend", "--port", str(port), "--db", str(workdir / "backend.sqlite3"),
-         "--operator-token-file", str(token_file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    db = workdir / "backend.sqlite3"
+    process = subprocess.Popen([ITO, "backend", "--port", str(port), "--db", str(db)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # bounded readiness poll
         try:
-            if httpx.get(f"{url}/v1/capabilities", timeout=1).status_code == 200 and token_file.exists():
-                return process, url, token_file.read_text().strip()
+            if httpx.get(f"{url}/v1/capabilities", timeout=1).status_code == 200 and \
+                    Path(f"{db}.operator-token").exists():
+                return process, url
         except httpx.HTTPError:
             pass
         if process.poll() is not None:
@@ -72,6 +59,39 @@ def start_backend(workdir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     raise RuntimeError("the reference backend did not start")
 
 
+class Terminal:
+    """`ito-training ...` as a person types it, in its own process, with --json for this script to read."""
+
+    def __init__(self, url: str, workdir: Path, env: dict[str, str]) -> None:
+        self.desk_flags = ["--url", url, "--db", str(workdir / "backend.sqlite3")]
+        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("ITO_")}, **env}
+
+    def desk(self, *argv: str) -> dict[str, Any]:
+        proc = subprocess.run([ITO, "desk", "--json", *argv, *self.desk_flags], capture_output=True, text=True,
+                              timeout=60, env=self.env)
+        result: dict[str, Any] = json.loads(proc.stdout)
+        if proc.returncode != 0 or not result["ok"]:
+            raise RuntimeError(f"ito-training desk {argv[0]} failed: {proc.stdout} {proc.stderr}")
+        data: dict[str, Any] = result["data"]
+        return data
+
+    def run(self, argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+        proc = subprocess.run([ITO, *argv, "--json"], capture_output=True, text=True, timeout=120,
+                              env={**self.env, **(env or {})})
+        envelope: dict[str, Any] = json.loads(proc.stdout)
+        status = "ok" if envelope["ok"] else f"refused {envelope['error']['code']}"
+        print(f"$ ito-training {' '.join(argv)}\n    -> {status}")
+        return envelope
+
+
+def next_command(envelope: dict[str, Any]) -> list[str]:
+    """The command the CLI says to run next (the end of its notice), as argv."""
+    line = str(envelope["notice"]).rsplit("Next command: ", 1)[1]
+    argv = line.split()
+    assert argv[0] == "ito-training", line
+    return argv[1:]
+
+
 def step(name: str, envelope: dict[str, Any], *fields: str) -> dict[str, Any]:
     status = "ok" if envelope["ok"] else f"refused {envelope['error']['code']}"
     shown = {f: envelope["data"].get(f) for f in fields} if envelope["ok"] else {}
@@ -79,19 +99,25 @@ def step(name: str, envelope: dict[str, Any], *fields: str) -> dict[str, Any]:
     return envelope
 
 
-async def walk(url: str, desk: Desk, workdir: Path) -> bool:
-    account = desk.post("/accounts")["account_id"]
-    api_token = desk.post("/tokens", {"account_id": account})["token"]
-    token_file = workdir / "ito-token"
-    token_file.write_text(api_token)
-    token_file.chmod(0o600)
-    booking = desk.post("/bookings", {"account_id": account, "nodes": 2, "gpus_per_node": 8,
-                                      "fabric": "infiniband"})["booking_id"]
-    manifest = workdir / "manifest.json"
-    shutil.copyfile(REPO / "examples" / "manifest.json", manifest)
-    manifest.chmod(0o600)
+class Browser:
+    """The person's browser at the desk: a sign-in link from the operator, then their own session."""
 
-    env = {"ITO_API_URL": url, "ITO_TOKEN_FILE": str(token_file)}
+    def __init__(self, terminal: Terminal, account: str) -> None:
+        from ito_training_mcp.reference_backend.desk.person import Person
+
+        link = terminal.desk("login-link", "--account", account)
+        print(f"{'$ ito-training desk login-link':<44} {'(operator)':<28} a single-use link, expires "
+              f"{link['expires_at']}")
+        self.person = Person(str(link["url"])).sign_in()
+        print(f"{'[person] signs in at the desk':<44}")
+
+    def confirm(self, request_id: str) -> str:
+        ref = self.person.confirm(request_id)
+        print(f"{'[person] reviews and confirms ' + request_id:<44} {'':<28} {ref}")
+        return ref
+
+
+async def agent(terminal: Terminal, env: dict[str, str], browser: Browser, booking: str, manifest: Path) -> bool:
     params = StdioServerParameters(command=str(BIN / "ito-training-mcp"), env=env)
     async with Client(stdio_client(params)) as mcp:
         async def call(tool: str, **arguments: Any) -> dict[str, Any]:
@@ -101,45 +127,98 @@ async def walk(url: str, desk: Desk, workdir: Path) -> bool:
 
         step("check_training_availability", await call("check_training_availability", booking_id=booking),
              "available")
-        digest = step("digest_manifest", await call("digest_manifest", manifest_path=str(manifest)), "sha256")
-        sha = digest["data"]["sha256"]
+        step("digest_manifest", await call("digest_manifest", manifest_path=str(manifest)), "sha256")
         submit = {"booking_id": booking, "manifest_path": str(manifest), "idempotency_key": "walkthrough-run-0001"}
         step("submit_training (not yet confirmed)", await call("submit_training", confirmation_ref="", **submit))
-        ref = desk.post("/confirmations", {"account_id": account, "action": "training.create", "booking_id": booking,
-                                           "manifest_sha256": sha, "max_cost_usd": "1500.00"})["ref"]
-        print(f"{'[desk] confirmed the digest':<44} {ref}")
+        plan = step("plan_training", await call("plan_training", booking_id=booking, manifest_path=str(manifest)),
+                    "valid", "failed_checks", "max_cost_usd")
+        print(f"{'':<44} {'':<28} estimate ${plan['data']['estimate']['usd']}; review URL "
+              f"{plan['data']['confirmation_request']['review_url']}")
+        request_id = plan["data"]["confirmation_request"]["request_id"]
+        step("confirmation_status", await call("confirmation_status", request_id=request_id), "status")
+        browser.confirm(request_id)
+        confirmed = step("confirmation_status", await call("confirmation_status", request_id=request_id),
+                         "status", "confirmation_ref")
+        ref = confirmed["data"]["confirmation_ref"]
         created = step("submit_training", await call("submit_training", confirmation_ref=ref, **submit),
                        "run_id", "created")
         run_id = created["data"]["run_id"]
         step("submit_training (again)", await call("submit_training", confirmation_ref=ref, **submit), "created")
-        desk.post(f"/runs/{run_id}/advance")
-        desk.post(f"/runs/{run_id}/advance")
+        terminal.desk("advance", run_id)
+        terminal.desk("advance", run_id)
         step("training_status", await call("training_status", run_id=run_id), "state")
         step("training_logs", await call("training_logs", run_id=run_id, limit=3), "next_cursor")
         step("training_metrics", await call("training_metrics", run_id=run_id), "step", "cost_usd_to_date")
         step("list_checkpoints", await call("list_checkpoints", run_id=run_id))
-        cancel_ref = desk.post("/confirmations", {"account_id": account, "action": "training.cancel",
-                                                  "booking_id": booking, "run_id": run_id,
-                                                  "max_cost_usd": "0.00"})["ref"]
-        cancelled = step("cancel_training", await call("cancel_training", run_id=run_id, confirmation_ref=cancel_ref,
-                                                       idempotency_key="walkthrough-cancel-0001"), "state")
-        cleanup_ref = desk.post("/confirmations", {"account_id": account, "action": "training.cleanup",
-                                                   "booking_id": booking, "run_id": run_id,
-                                                   "max_cost_usd": "0.00"})["ref"]
-        cleaned = step("cleanup_training", await call("cleanup_training", run_id=run_id, confirmation_ref=cleanup_ref,
-                                                      idempotency_key="walkthrough-cleanup-0001"),
-                       "cleaned", "booking_untouched")
-    return bool(created["data"]["created"] and cancelled["ok"] and cleaned["ok"]
-                and cleaned["data"]["booking_untouched"])
+        done = {}
+        for action in ("cancel", "cleanup"):
+            opened = step("request_confirmation", await call("request_confirmation", action=f"training.{action}",
+                                                             run_id=run_id), "action", "status")
+            browser.confirm(opened["data"]["request_id"])
+            learned = step("confirmation_status", await call("confirmation_status",
+                                                             request_id=opened["data"]["request_id"]),
+                           "status", "confirmation_ref")
+            done[action] = step(f"{action}_training", await call(
+                f"{action}_training", run_id=run_id, confirmation_ref=learned["data"]["confirmation_ref"],
+                idempotency_key=f"walkthrough-{action}-0001"),
+                *(("state",) if action == "cancel" else ("cleaned", "booking_untouched")))
+    return bool(created["data"]["created"] and done["cancel"]["ok"] and done["cleanup"]["ok"]
+                and done["cleanup"]["data"]["booking_untouched"])
+
+
+def person_at_a_terminal(terminal: Terminal, browser: Browser, booking: str, manifest: Path) -> bool:
+    """The same path typed by a person: each step runs the command the previous one printed."""
+    print()
+    planned = terminal.run(["plan", "--booking", booking, "--manifest", str(manifest)])
+    request_id = planned["data"]["confirmation_request"]["request_id"]
+    print(f"    review URL: {planned['data']['confirmation_request']['review_url']}")
+    browser.confirm(request_id)
+    confirmed = terminal.run(next_command(planned))  # ito-training confirmation --request ... --wait 55
+    train = next_command(confirmed)  # the exact train command, with the ref and a key for this intent
+    train[train.index("--manifest") + 1] = str(manifest)  # the one value the CLI cannot know: the path
+    created = terminal.run(train)
+    again = terminal.run(train)  # typed twice: still one run
+    terminal.desk("finish", created["data"]["run_id"])
+    followed = terminal.run(next_command(created))  # ito-training status --run ... --wait 55
+    print(f"    run {created['data']['run_id']}: {followed['data']['state']}; created={created['data']['created']}, "
+          f"again: created={again['data']['created']}")
+    return bool(created["ok"] and again["data"]["run_id"] == created["data"]["run_id"]
+                and again["data"]["created"] is False and followed["data"]["state"] == "succeeded")
+
+
+def walk(url: str, workdir: Path) -> bool:
+    terminal = Terminal(url, workdir, {})
+    account = terminal.desk("accounts", "create")["account_id"]
+    token_file = workdir / "ito-token"
+    terminal.desk("tokens", "mint", "--account", account, "--out", str(token_file))
+    booking = terminal.desk("bookings", "create", "--account", account, "--nodes", "2", "--gpus-per-node", "8",
+                            "--fabric", "infiniband")["booking_id"]
+    print(f"{'$ ito-training desk accounts/tokens/bookings':<44} {'(operator)':<28} {account}, {booking}")
+    manifest = workdir / "manifest.json"
+    shutil.copyfile(REPO / "examples" / "manifest.json", manifest)
+    manifest.chmod(0o600)
+    env = {"ITO_API_URL": url, "ITO_TOKEN_FILE": str(token_file), "ITO_TRAINING_POLL_INTERVAL_S": "0.1"}
+    browser = Browser(terminal, account)
+    try:
+        print("\nPart 1 -- an agent over MCP (ito-training-mcp over stdio)\n")
+        by_agent = anyio.run(agent, terminal, env, browser, booking, manifest)
+        print("\nPart 2 -- a person at a terminal (ito-training ..., each step the command the last one printed)")
+        terminal.env.update(env)
+        second = terminal.desk("bookings", "create", "--account", account, "--nodes", "2", "--gpus-per-node", "8",
+                               "--fabric", "infiniband")["booking_id"]
+        by_person = person_at_a_terminal(terminal, browser, second, manifest)
+    finally:
+        browser.person.close()
+    return by_agent and by_person
 
 
 def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="ito-walkthrough-"))
     os.chmod(workdir, 0o700)
-    process, url, operator_token = start_backend(workdir)
+    process, url = start_backend(workdir)
     try:
-        print(f"reference backend (pid {process.pid}) at {url}; MCP server over stdio\n")
-        ok = anyio.run(walk, url, Desk(url, operator_token), workdir)
+        print(f"reference backend (pid {process.pid}) at {url}\n")
+        ok = walk(url, workdir)
     finally:
         process.terminate()
         try:

@@ -49,6 +49,23 @@ COMMANDS: dict[str, Command] = {
         lambda a: {"manifest_path": a.manifest},
         "Read and digest a manifest locally, and print its review summary.",
     ),
+    "plan": Command(
+        "plan_training",
+        lambda a: {"booking_id": a.booking, "manifest_path": a.manifest},
+        "Have the backend check a manifest for a booking, estimate its cost and open a confirmation request; "
+        "prints the review URL where the person confirms (nothing is created).",
+    ),
+    "request-confirmation": Command(
+        "request_confirmation",
+        lambda a: {"action": f"training.{a.action}", "run_id": a.run},
+        "Open a confirmation request to cancel or clean up a run; prints the review URL (nothing changes yet).",
+    ),
+    "confirmation": Command(
+        "confirmation_status",
+        lambda a: _present({"request_id": a.request, "wait_seconds": a.wait}),
+        "Whether the person decided a confirmation request; prints the confirmation ref and the next command "
+        "once confirmed. --wait polls until they decide.",
+    ),
     "train": Command(
         "submit_training",
         lambda a: {
@@ -116,6 +133,17 @@ def build_parser() -> CliParser:
     p.add_argument("--booking", metavar="ID", help="completed booking id to check eligibility for")
     p = add("digest")
     p.add_argument("--manifest", metavar="PATH", required=True, help="absolute path of the manifest file")
+    p = add("plan")
+    p.add_argument("--booking", metavar="ID", required=True, help="server-verified booking id")
+    p.add_argument("--manifest", metavar="PATH", required=True, help="absolute path of the manifest to plan")
+    p = add("request-confirmation")
+    p.add_argument("--action", choices=["cancel", "cleanup"], required=True, help="what the person is asked to "
+                   "confirm for the run")
+    p.add_argument("--run", metavar="RUN_ID", required=True)
+    p = add("confirmation")
+    p.add_argument("--request", metavar="REQUEST_ID", required=True, help="the request id plan or "
+                   "request-confirmation printed")
+    p.add_argument("--wait", metavar="SECONDS", type=int, help="poll until the person decides, at most this long")
     p = add("train")
     p.add_argument("--booking", metavar="ID", required=True, help="server-verified booking id")
     p.add_argument("--manifest", metavar="PATH", required=True, help="absolute path of the reviewed manifest")

@@ -85,6 +85,8 @@ _CALL_AGAIN = re.compile(r"\b([Cc])all again\b")
 _THE_ARGUMENT = re.compile(rf"\b([Tt]he|[Aa]n?|[Ee]very|[Aa]ny) argument (?:({_ARG_ALTERNATION})\b|(?=named\b))")
 _TOOL_ARGUMENTS = re.compile(r"\btool arguments?\b")
 _SNAKE_ARG = re.compile(rf"(?<![\w-])({'|'.join(map(re.escape, _SNAKE_ARGUMENTS))})(?![\w])")
+_BARE_FIELDS = sorted((f for f in _FIELD_WORDS if f not in FLAGS and "_" in f), key=len, reverse=True)
+_BARE_FIELD = re.compile(rf"(?<![\w.-])({'|'.join(map(re.escape, _BARE_FIELDS))})(?![\w])")
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _KEY = re.compile(r"[A-Za-z0-9._:-]{16,255}")
 _CURSOR = re.compile(r"[A-Za-z0-9._:=-]{1,512}")
@@ -123,6 +125,7 @@ def translate(text: str) -> str:
     text = _CALL_AGAIN.sub(lambda m: f"{'R' if m.group(1) == 'C' else 'r'}un it again", text)
     text = _THE_ARGUMENT.sub(lambda m: f"{m.group(1)} flag " + (FLAGS[m.group(2)] if m.group(2) else ""), text)
     text = _TOOL_ARGUMENTS.sub("command-line flags", text)
+    text = _BARE_FIELD.sub(lambda m: _words(m.group(1)), text)
     return _SNAKE_ARG.sub(lambda m: FLAGS[m.group(1)], text)
 
 
@@ -172,6 +175,10 @@ def action_key(action: str, run_id: str | None) -> str | None:
     return None if run_id is None else _key(f"{action}-{run_id}".ljust(16, "-"))
 
 
+def _wait() -> tuple[str, str]:
+    return ("--wait", str(DEFAULT_WAIT_S))
+
+
 def next_command(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> str | None:
     """The one command a person runs next, or None when there is nothing to run."""
     data = envelope.data or {}
@@ -179,37 +186,64 @@ def next_command(verb: str, arguments: Mapping[str, Any], envelope: Envelope) ->
         return _after_refusal(verb, arguments, envelope)
     run_id = _id(data.get("run_id")) or _id(arguments.get("run_id"))
     if verb == "check":
-        booking = _id(data.get("booking", {}).get("booking_id") if isinstance(data.get("booking"), dict) else None)
-        if booking is None:
+        booking = data.get("booking")
+        if not isinstance(booking, dict):
             return build("check", ("--booking", None))
-        if not data["booking"].get("eligible"):
-            return None
-        return build("digest", ("--manifest", None))
+        return build("digest", ("--manifest", None)) if booking.get("eligible") else None
     if verb == "digest":
-        return build("train", ("--booking", None), ("--manifest", _path(data.get("path"))),
-                     ("--confirmation-ref", None), ("--idempotency-key", None))
+        return build("plan", ("--booking", None), ("--manifest", _path(data.get("path"))))
+    if verb == "plan":
+        opened = data.get("confirmation_request")
+        if data.get("valid") and isinstance(opened, dict):
+            return build("confirmation", ("--request", _id(opened.get("request_id"))), _wait())
+        return None  # the person changes the manifest (or the booking) first
+    if verb == "request-confirmation":
+        return build("confirmation", ("--request", _id(data.get("request_id"))), _wait())
+    if verb == "confirmation":
+        return _after_decision(data, arguments)
     if verb == "train":
-        return build("status", ("--run", run_id), ("--wait", str(DEFAULT_WAIT_S)))
+        return build("status", ("--run", run_id), _wait())
     if verb == "status":
         if data.get("found") is False:
-            return build("status", ("--idempotency-key", _key(data.get("idempotency_key"))),
-                         ("--wait", str(DEFAULT_WAIT_S)))
+            return build("status", ("--idempotency-key", _key(data.get("idempotency_key"))), _wait())
         if data.get("terminal"):
             return build("logs", ("--run", run_id))
-        return build("status", ("--run", run_id), ("--wait", str(DEFAULT_WAIT_S)))
+        return build("status", ("--run", run_id), _wait())
     if verb == "logs":
         cursor = data.get("next_cursor")
         if isinstance(cursor, str) and _CURSOR.fullmatch(cursor) and clean_line(cursor) == cursor:
             return build("logs", ("--run", run_id), ("--cursor", cursor))
         return None
     if verb == "cancel":
-        return build("cleanup", ("--run", run_id), ("--confirmation-ref", None),
-                     ("--idempotency-key", action_key("cleanup", run_id)))
+        return build("request-confirmation", ("--action", "cleanup"), ("--run", run_id))
+    return None
+
+
+def _after_decision(data: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+    """After `confirmation`: the mutation once confirmed, waiting again while pending."""
+    status, action = data.get("status"), data.get("action")
+    if status == "pending":
+        return build("confirmation", ("--request", _id(data.get("request_id")) or _id(arguments.get("request_id"))),
+                     _wait())
+    if status != "confirmed":
+        return None  # declined: stop; expired: only if the person still wants it, plan or request again
+    ref = _id(data.get("confirmation_ref"))
+    run_id = _id(data.get("run_id"))
+    if action == "training.create":
+        booking = _id(data.get("booking_id"))
+        return build("train", ("--booking", booking), ("--manifest", None), ("--confirmation-ref", ref),
+                     ("--idempotency-key", train_key(booking, data.get("manifest_sha256"))))
+    if action in ("training.cancel", "training.cleanup"):
+        verb = str(action).removeprefix("training.")
+        return build(verb, ("--run", run_id), ("--confirmation-ref", ref),
+                     ("--idempotency-key", action_key(verb, run_id)))
     return None
 
 
 _LOOK_UP_BY_KEY = frozenset({ErrorCode.SUBMISSION_OUTCOME_UNKNOWN, ErrorCode.IDEMPOTENCY_IN_FLIGHT,
                              ErrorCode.CONFIRMATION_CONSUMED})
+_CONFIRM_AGAIN = frozenset({ErrorCode.CONFIRMATION_REQUIRED, ErrorCode.CONFIRMATION_NOT_FOUND,
+                            ErrorCode.CONFIRMATION_EXPIRED, ErrorCode.CONFIRMATION_MISMATCH})
 
 
 def _after_refusal(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> str | None:
@@ -223,13 +257,17 @@ def _after_refusal(verb: str, arguments: Mapping[str, Any], envelope: Envelope) 
         key = _key(details.get("idempotency_key")) or _key(arguments.get("idempotency_key"))
         if error.code in _LOOK_UP_BY_KEY or (error.code is ErrorCode.BACKEND_ERROR and error.retryable):
             return build("status", ("--idempotency-key", key))
-        if error.code is ErrorCode.CONFIRMATION_REQUIRED:
-            return build("digest", ("--manifest", _path(arguments.get("manifest_path"))))
+        if error.code in _CONFIRM_AGAIN:
+            return build("plan", ("--booking", _id(arguments.get("booking_id"))),
+                         ("--manifest", _path(arguments.get("manifest_path"))))
         return None
-    if verb in ("cancel", "cleanup") and error.code in _LOOK_UP_BY_KEY | {ErrorCode.BACKEND_ERROR}:
-        return build("status", ("--run", run_id))
-    if verb == "cleanup" and details.get("reason") == "run_active":
-        return build("status", ("--run", run_id), ("--wait", str(DEFAULT_WAIT_S)))
+    if verb in ("cancel", "cleanup"):
+        if error.code in _LOOK_UP_BY_KEY | {ErrorCode.BACKEND_ERROR}:
+            return build("status", ("--run", run_id))
+        if error.code in _CONFIRM_AGAIN:
+            return build("request-confirmation", ("--action", verb), ("--run", run_id))
+        if verb == "cleanup" and details.get("reason") == "run_active":
+            return build("status", ("--run", run_id), _wait())
     return None
 
 

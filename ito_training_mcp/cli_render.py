@@ -133,9 +133,77 @@ def _digest(data: dict[str, Any]) -> list[str]:
     return clean_text(str(data.get("review_text", "")), multiline=True).split("\n")
 
 
+def _review_url(request: dict[str, Any]) -> list[str]:
+    """The link, on a line of its own so it can be opened or copied whole; never pre-authenticated."""
+    return [
+        "",
+        "Review and decide at the Itô desk (sign in there yourself; the link carries no sign-in):",
+        f"{_INDENT}{request.get('review_url')}",
+        f"{_INDENT}request {request.get('request_id')} ({request.get('action')}): {request.get('status')}, "
+        f"expires {request.get('expires_at')}",
+        "",
+    ]
+
+
+def _plan(data: dict[str, Any]) -> list[str]:
+    verdict = "every check passed" if data.get("valid") else \
+        f"REFUSED by the backend's checks: {', '.join(data.get('failed_checks') or [])}"
+    lines = [f"Plan {data.get('plan_id')} for booking {data.get('booking_id')}: {verdict}.", "Checks:"]
+    checks = data.get("checks") or []
+    width = max((len(str(c.get("name", ""))) for c in checks), default=0)
+    for check in checks:
+        why = ": ".join(str(p) for p in (check.get("reason"), check.get("message")) if p)
+        lines.append(f"{_INDENT}{check.get('name', '')!s:<{width}}  {check.get('status')}"
+                     + (f"  {why}" if why else ""))
+    estimate = data.get("estimate")
+    if isinstance(estimate, dict):
+        lines.append(f"Estimate: ${estimate.get('usd')} for {_scalar(estimate.get('gpu_hours'))} GPU hours "
+                     f"(an estimate, not a cap): {estimate.get('basis')}")
+    lines.append(f"Confirming allows at most ${data.get('max_cost_usd')} for this submission; "
+                 f"SHA-256 {data.get('manifest_sha256')}.")
+    if data.get("review_text"):
+        lines += ["", "What is being confirmed:", *_digest(data)]
+    request = data.get("confirmation_request")
+    if isinstance(request, dict):
+        lines += _review_url(request)
+    else:
+        lines.append("No confirmation request was opened: change the manifest (or the booking), then plan again.")
+    return lines
+
+
+def _opened(data: dict[str, Any]) -> list[str]:
+    lines = [f"Confirmation request {data.get('request_id')}: {data.get('action')} of run {data.get('run_id')} "
+             f"(booking {data.get('booking_id')}, untouched either way). Nothing has changed yet."]
+    return lines + _review_url(data)
+
+
+def _decision(data: dict[str, Any]) -> list[str]:
+    status, action = data.get("status"), data.get("action")
+    subject = f"run {data.get('run_id')}" if data.get("run_id") else f"booking {data.get('booking_id')}"
+    lines = [f"Confirmation request {data.get('request_id')} ({action} of {subject}): {str(status).upper()}"]
+    if status == "confirmed":
+        lines += [f"Confirmation ref: {data.get('confirmation_ref')}",
+                  f"{_INDENT}decided {data.get('decided_at')}; single use; it authorises nothing by itself (the "
+                  "backend checks it again when the command arrives)."]
+        if action == "training.create":
+            lines.append(f"{_INDENT}for the manifest with SHA-256 {data.get('manifest_sha256')}, at most "
+                         f"${data.get('max_cost_usd')}: submit exactly that file.")
+    elif status == "pending":
+        lines += [f"Not decided yet. The review link: {data.get('review_url')}",
+                  f"{_INDENT}expires {data.get('expires_at')}"]
+    elif status == "declined":
+        lines.append(f"The person declined it on {data.get('decided_at')}; nothing will happen for it.")
+    else:
+        lines.append("It expired undecided; nothing happened.")
+    wait = data.get("wait")
+    if isinstance(wait, dict) and wait.get("timed_out"):
+        lines.append("The wait ended before a decision.")
+    return lines
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-    "check": _check, "digest": _digest, "train": _run, "status": _run, "cancel": _run, "cleanup": _run,
-    "logs": _logs, "checkpoints": _checkpoints,
+    "check": _check, "digest": _digest, "plan": _plan, "request-confirmation": _opened, "confirmation": _decision,
+    "train": _run, "status": _run, "cancel": _run, "cleanup": _run, "logs": _logs, "checkpoints": _checkpoints,
 }
 
 
@@ -202,7 +270,8 @@ def fit(text: str, columns: int) -> str:
 class ProgressBar:
     """One line on a terminal, redrawn in place: a bar of value/total and the core's words for where
     the thing is (the run's stage n of total, the request's state). Never wider than the terminal
-    (one column is left free so no terminal wraps), never a raw control character but the leading
+    (one column is left free so no terminal wraps; a narrow one gets the words without the bar, and
+    without their subject when they still do not fit), never a raw control character but the leading
     carriage return, and the line is finished with a newline once if anything was drawn."""
 
     BAR = 20  # the bar's width on a terminal of 80 columns or more; narrower ones give the words the room
@@ -219,6 +288,10 @@ class ProgressBar:
 
     def line(self, value: float, total: float | None, message: str | None, columns: int) -> str:
         words_ = clean_line(message or "")  # the core cleaned it; cleaning is idempotent and cheap
+        if display_width(words_) > columns - 1 - self.BAR and ": " in words_:
+            # Short of room: drop the subject ("run run_…: ", "confirmation request creq_… (…): "), which the
+            # person named on the command line, and keep where it is (state, stage n of total, request status).
+            words_ = words_.split(": ", 1)[1]
         size = max(0, min(self.BAR, (columns - 40) // 2))
         if total and size >= 5:
             filled = max(0, min(size, int(size * value / total)))

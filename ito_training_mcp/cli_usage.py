@@ -74,7 +74,9 @@ class Parser(argparse.ArgumentParser):
         try:
             return super().parse_known_args(args, namespace)
         except argparse.ArgumentError as exc:
-            raise from_argument_error(self.prog, exc, self.commands()) from None
+            action = self._option_string_actions.get((exc.argument_name or "").split("/")[-1])
+            choices = [str(c) for c in action.choices] if action is not None and action.choices else None
+            raise from_argument_error(self.prog, exc, self.commands(), choices) from None
 
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -93,7 +95,9 @@ def missing_flags(prog: str, missing: Sequence[str]) -> UsageError:
     return UsageError(f"{prog}: {said}; see '{prog} --help'.", argument=missing[0], reason="missing")
 
 
-def from_argument_error(prog: str, error: argparse.ArgumentError, commands: Sequence[str]) -> UsageError:
+def from_argument_error(
+    prog: str, error: argparse.ArgumentError, commands: Sequence[str], choices: Sequence[str] | None = None
+) -> UsageError:
     """Word an argparse ArgumentError from the argument's own name; its message (which may quote
     the value) is only classified, never shown."""
     name = (error.argument_name or "").split("/")[-1]
@@ -108,7 +112,8 @@ def from_argument_error(prog: str, error: argparse.ArgumentError, commands: Sequ
     if said.startswith("ignored explicit argument"):
         return UsageError(f"{prog}: {name} takes no value; {hint}.", argument=name, reason="unexpected_value")
     if said.startswith("invalid choice"):
-        return UsageError(f"{prog}: {name} must be one of the documented choices; {hint}.", argument=name)
+        allowed = " or ".join(choices) if choices else "one of the documented choices"
+        return UsageError(f"{prog}: {name} must be {allowed}.", argument=name)
     if name in _INTEGER_FLAGS:
         return UsageError(f"{prog}: {name} {_INTEGER_FLAGS[name]}.", argument=name)
     return UsageError(f"{prog}: {name} has a malformed value; {hint}.", argument=name)

@@ -91,8 +91,11 @@ def _success_notices() -> list[tuple[str, str]]:
     each value its parameters can take."""
     found = [(name, value) for name, value in vars(notices).items() if name.startswith("NOTICE") and isinstance(
         value, str)]
-    samples: dict[str, list[Any]] = {"action": ["training.cancel", "training.cleanup", "cancel", "cleanup"],
-                                     "run_id": ["run_1"], "request_id": ["creq_1"], "max_wait_s": [55]}
+    samples: dict[str, list[Any]] = {
+        "action": ["training.create", "training.cancel", "training.cleanup"], "run_id": ["run_1"],
+        "request_id": ["creq_1"], "status": ["pending", "confirmed", "declined", "expired"],
+        "user_action": ["accept", "decline", "cancel", "unanswered"], "limit_s": [55],
+    }
     for name, function in inspect.getmembers(notices, inspect.isfunction):
         if function.__module__ != notices.__name__ or name.startswith("_"):
             continue
@@ -189,6 +192,15 @@ async def test_every_gate_zero_refusal_names_flags(spec: Any) -> None:
     ("cancelled with cancel_training (its own confirmation)", "cancelled with 'ito-training cancel' (its own "
                                                               "confirmation)"),
     ("every data reference and the data policy", "every data reference and the data policy"),
+    ("call submit_training with booking_id = data.booking_id, confirmation_ref = data.confirmation_ref",
+     "run 'ito-training train' with --booking set to the result's booking id, --confirmation-ref set to the "
+     "result's confirmation reference"),
+    ("Show the user the review_url; then call confirmation_status with request_id = "
+     "data.confirmation_request.request_id (with wait_seconds)",
+     "Show the user the review URL; then run 'ito-training confirmation' with --request set to the result's "
+     "request id (with --wait)"),
+    ("open a new request (plan_training for a run, request_confirmation for a cancel)",
+     "open a new request ('ito-training plan' for a run, 'ito-training request-confirmation' for a cancel)"),
 ])
 def test_translation_examples(agent: str, person: str) -> None:
     assert translate(agent) == person
@@ -221,8 +233,35 @@ def _submitted(created: bool = True) -> Envelope:
      refusal(ErrorCode.SUBMISSION_OUTCOME_UNKNOWN, "m", live_api_contacted=True, gate=Gate.CREATE),
      "ito-training status --run run_42"),
     ("digest", {}, success({"path": "/tmp/a b/m.json", "sha256": "0" * 64}, notice="n", live_api_contacted=False),
-     "ito-training train --booking BOOKING_ID --manifest '/tmp/a b/m.json' --confirmation-ref REF "
-     "--idempotency-key KEY"),
+     "ito-training plan --booking BOOKING_ID --manifest '/tmp/a b/m.json'"),
+    ("plan", {}, success({"valid": True, "confirmation_request": {"request_id": "creq_9"}}, notice="n",
+                         live_api_contacted=True), "ito-training confirmation --request creq_9 --wait 55"),
+    ("plan", {}, success({"valid": False, "confirmation_request": None}, notice="n", live_api_contacted=True), None),
+    ("request-confirmation", {}, success({"request_id": "creq_8"}, notice="n", live_api_contacted=True),
+     "ito-training confirmation --request creq_8 --wait 55"),
+    ("confirmation", {"request_id": "creq_7"}, success({"status": "pending", "request_id": "creq_7"}, notice="n",
+                                                       live_api_contacted=True),
+     "ito-training confirmation --request creq_7 --wait 55"),
+    ("confirmation", {}, success({"status": "confirmed", "action": "training.create", "confirmation_ref": "cnf_1",
+                                  "booking_id": "bk-1", "manifest_sha256": "ab" * 32}, notice="n",
+                                 live_api_contacted=True),
+     "ito-training train --booking bk-1 --manifest PATH --confirmation-ref cnf_1 --idempotency-key "
+     "train-bk-1-abababababababab"),
+    ("confirmation", {}, success({"status": "confirmed", "action": "training.cleanup", "confirmation_ref": "cnf_2",
+                                  "run_id": "run_42"}, notice="n", live_api_contacted=True),
+     "ito-training cleanup --run run_42 --confirmation-ref cnf_2 --idempotency-key cleanup-run_42--"),
+    ("confirmation", {}, success({"status": "declined", "action": "training.create"}, notice="n",
+                                 live_api_contacted=True), None),
+    ("confirmation", {}, success({"status": "expired", "action": "training.cancel"}, notice="n",
+                                 live_api_contacted=True), None),
+    ("train", {"booking_id": "bk-1", "manifest_path": "/m.json"},
+     refusal(ErrorCode.CONFIRMATION_EXPIRED, "m", live_api_contacted=True, gate=Gate.CONFIRMATION),
+     "ito-training plan --booking bk-1 --manifest /m.json"),
+    ("cleanup", {"run_id": "run_42"},
+     refusal(ErrorCode.CONFIRMATION_REQUIRED, "m", live_api_contacted=False, gate=Gate.INPUT),
+     "ito-training request-confirmation --action cleanup --run run_42"),
+    ("cancel", {}, success({"run_id": "run_42", "state": "cancelled"}, notice="n", live_api_contacted=True),
+     "ito-training request-confirmation --action cleanup --run run_42"),
 ])
 def test_the_next_command(verb: str, arguments: dict[str, Any], envelope: Envelope, expected: str | None) -> None:
     assert next_command(verb, arguments, envelope) == expected

@@ -76,7 +76,7 @@ def test_nothing_typed_after_a_flag_name_is_shown(argv: list[str], hidden: str) 
 def test_an_unknown_command_lists_the_commands_without_echoing_it() -> None:
     message, details = usage("trian", "--run", "r-1")
     assert "trian" not in message
-    assert "the commands are: check, digest, train" in message
+    assert "the commands are: check, digest, plan, request-confirmation, confirmation, train" in message
     assert details["argument"] == "command"
 
 

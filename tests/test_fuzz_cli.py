@@ -33,9 +33,10 @@ from .conftest import EXAMPLE_MANIFEST
 CANARY = "ghp_" + "Fz9qK2mT7vL4xR8nB3cW6yH1jD5gS0pA2eUo"
 assert len(CANARY) == 40 and CANARY[4:].isalnum()
 
-SUBCOMMANDS = ["check", "digest", "train", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup"]
+SUBCOMMANDS = ["check", "digest", "plan", "request-confirmation", "confirmation", "train", "status", "logs", "metrics",
+               "checkpoints", "cancel", "cleanup"]
 VALUE_FLAGS = ["--booking", "--manifest", "--run", "--cursor", "--limit", "--wait", "--confirmation-ref",
-               "--idempotency-key"]
+               "--idempotency-key", "--request", "--action"]
 FLAGS = ["--json", *VALUE_FLAGS]
 ENVELOPE_KEYS = {"ok", "live_api_contacted", "notice"}
 ERROR_KEYS = {"code", "message", "retryable", "gate", "details"}
@@ -102,7 +103,8 @@ def structured_argvs(draw: st.DrawFn) -> list[str]:
 # Where a strategy draws this, the test puts the path of a real, valid manifest (0600 in a 0700 dir).
 REAL_MANIFEST = "<real manifest>"
 REQUIRED: dict[str, list[str]] = {
-    "check": [], "digest": ["--manifest"],
+    "check": [], "digest": ["--manifest"], "plan": ["--booking", "--manifest"],
+    "request-confirmation": ["--action", "--run"], "confirmation": ["--request"],
     "train": ["--booking", "--manifest", "--confirmation-ref", "--idempotency-key"],
     "status": [], "logs": ["--run"], "metrics": ["--run"], "checkpoints": ["--run"],
     "cancel": ["--run", "--confirmation-ref", "--idempotency-key"],
@@ -110,11 +112,13 @@ REQUIRED: dict[str, list[str]] = {
 }
 OPTIONAL: dict[str, list[str]] = {
     "check": ["--booking"], "status": ["--run", "--idempotency-key", "--wait"], "logs": ["--cursor", "--limit"],
+    "confirmation": ["--wait"],
 }
 PLAUSIBLE: dict[str, list[str]] = {
     "--booking": ["bk-1", "bk_2026.11:a"], "--manifest": [REAL_MANIFEST, REAL_MANIFEST, "/tmp/none.json", "/"],
     "--run": ["run-1"], "--cursor": ["c-2", ""], "--limit": ["50", "0"], "--wait": ["0", "5", "601"],
     "--confirmation-ref": ["conf-1", ""], "--idempotency-key": ["k" * 16, "short"],
+    "--request": ["creq-1", ""], "--action": ["cancel", "cleanup", "training.cancel"],
 }
 
 
