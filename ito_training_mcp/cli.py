@@ -24,7 +24,7 @@ from .cli_next_steps import PROG, for_cli
 from .cli_render import ProgressBar, render_human, render_json
 from .cli_usage import Parser, UsageError, from_leftovers
 from .egress import clean_line
-from .envelope import Envelope, ErrorCode, Gate, refusal
+from .envelope import Envelope, ErrorCode, ErrorInfo, Gate, refusal
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse", "render_human", "render_json", "run"]
 
@@ -176,11 +176,15 @@ def build_parser() -> CliParser:
 
 
 def _usage_envelope(error: UsageError) -> Envelope:
-    return refusal(
-        ErrorCode.INVALID_INPUT, error.message, live_api_contacted=False, gate=Gate.INPUT,
-        details={"argument": error.argument, "problem": "usage", "reason": error.reason},
-        next_step="Correct the command line: the flag at fault is named in the message (what was typed is "
-                  "never repeated). 'ito-training COMMAND --help' lists each command's flags.",
+    """A usage error as an INVALID_INPUT envelope. Built here rather than with `refusal`, whose notice
+    forbids retrying with other arguments: for a malformed command line, correcting it is the step."""
+    return Envelope(
+        ok=False, live_api_contacted=False,
+        notice="Stop: the command line is malformed, so nothing was run or sent. Correct the flag named in the "
+               "message (what was typed is never repeated); 'ito-training COMMAND --help' lists each command's "
+               "flags.",
+        error=ErrorInfo(code=ErrorCode.INVALID_INPUT, message=error.message, retryable=False, gate=Gate.INPUT,
+                        details={"argument": error.argument, "problem": "usage", "reason": error.reason}),
     )
 
 

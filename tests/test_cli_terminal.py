@@ -79,6 +79,9 @@ def _every_verb(world: World, manifest: str, run_id: str, token_file: str) -> li
         ["logs", "--run", run_id], ["metrics", "--run", run_id], ["checkpoints", "--run", run_id],
         ["cancel", "--run", run_id, "--confirmation-ref", "cf-x", "--idempotency-key", "cancel-" + KEY],
         ["cleanup", "--run", run_id, "--confirmation-ref", "cf-x", "--idempotency-key", "cleanup-" + KEY],
+        ["plan", "--booking", world.booking, "--manifest", manifest],
+        ["request-confirmation", "--action", "cleanup", "--run", run_id],
+        ["confirmation", "--request", "creq-none", "--wait", "5"],
         ["train", "--json"], ["--help"],
         ["desk", "--json", "requests", "--operator-token-file", token_file], ["desk", "--help"],
         ["skill", "install", "--help"], ["backend", "--help"],
@@ -125,6 +128,9 @@ BACKEND_VERBS = [
     ["metrics", "--run", "run-1"], ["checkpoints", "--run", "run-1"],
     ["cancel", "--run", "run-1", "--confirmation-ref", "cf-1", "--idempotency-key", "cancel-" + KEY],
     ["cleanup", "--run", "run-1", "--confirmation-ref", "cf-1", "--idempotency-key", "cleanup-" + KEY],
+    ["plan", "--booking", "bk-1", "--manifest", "MANIFEST"], ["request-confirmation", "--action", "cancel", "--run",
+                                                              "run-1"],
+    ["confirmation", "--request", "creq-1", "--wait", "30"],
 ]
 
 
