@@ -182,6 +182,15 @@ def test_every_npx_command_says_yes_and_pins_the_installed_inspector() -> None:
     assert len(seen) >= 3
 
 
+def test_the_readme_names_the_http_endpoint_the_server_serves() -> None:
+    from ito_training_mcp import server_main
+
+    defaults = server_main._parser().parse_args(["--transport", "streamable-http"])
+    readme = (REPO / "README.md").read_text()
+    assert f"--transport streamable-http --host {defaults.host} --port {defaults.port}" in readme
+    assert f"http://{defaults.host}:{defaults.port}/mcp" in readme  # the SDK's path, used by test_streamable_http
+
+
 # ---------------------------------------------------------------------- ito-training commands
 
 
