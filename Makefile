@@ -12,7 +12,7 @@ CONFORMANCE_VERSION := 0.1.16
 CONFORMANCE_NODE_VERSION := 22.23.3
 CONFORMANCE_STAMP := .conformance/.installed-$(CONFORMANCE_VERSION)-node-$(CONFORMANCE_NODE_VERSION)
 
-.PHONY: install lock inspector browser demo test lint typecheck pytest bench clean
+.PHONY: install lock inspector wheelhouse browser demo test lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,20 @@ lock:
 	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude ito-training-mcp; } > $(CONSTRAINTS).tmp
 	mv $(CONSTRAINTS).tmp $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV) build ito_training_mcp.egg-info
+
+# A local wheelhouse of the locked runtime dependencies (pip download; from pip's cache when it has them), so
+# tests/test_install_paths.py can try `uvx` and the Claude Code plugin's command offline, against a wheel
+# built from the checkout, without depending on PyPI while the tests run. Refilled whenever the lock changes.
+WHEELHOUSE := .wheelhouse
+WHEELHOUSE_STAMP := $(WHEELHOUSE)/.stamp
+
+$(WHEELHOUSE_STAMP): $(STAMP) $(CONSTRAINTS)
+	rm -rf $(WHEELHOUSE)
+	$(PY) -m pip download --quiet --disable-pip-version-check --no-build-isolation --only-binary=:all: \
+		--constraint $(CONSTRAINTS) --dest $(WHEELHOUSE) .
+	touch $@
+
+wheelhouse: $(WHEELHOUSE_STAMP)
 
 # The MCP Inspector (reference MCP client), installed locally -- never globally -- for the CLI-mode tests.
 $(INSPECTOR):
@@ -74,7 +88,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict ito_training_mcp
 
-pytest: $(STAMP) $(INSPECTOR) $(CONFORMANCE_STAMP) browser
+pytest: $(STAMP) $(INSPECTOR) $(CONFORMANCE_STAMP) $(WHEELHOUSE_STAMP) browser
 	$(PY) -m pytest -q
 
 test: lint typecheck pytest
@@ -83,4 +97,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) $(LOCK_VENV) .inspector .conformance .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) $(LOCK_VENV) $(WHEELHOUSE) .inspector .conformance .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info

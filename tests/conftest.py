@@ -15,7 +15,8 @@ from mcp import Client
 from ito_training_mcp.mcp_server import build_server
 from ito_training_mcp.service import TrainingService
 
-pytest_plugins = ["tests.envelope_schema_guard"]  # every envelope a test produces matches its tool's outputSchema
+# every envelope a test produces matches its tool's outputSchema; one built wheel per session
+pytest_plugins = ["tests.envelope_schema_guard", "tests.dist_fixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_MANIFEST = REPO / "examples" / "manifest.json"

@@ -2,24 +2,19 @@
 
 The sdist is built from the checkout and the wheel from the sdist (`python -m build`), so both
 carry the skill from its one source, skill/. The wheel goes into a new venv in a temporary
-directory; its dependencies are borrowed, read-only, from this (locked) environment through a
-.pth line, which keeps the test fast and offline, and `pip check` confirms the wheel's declared
-requirements are met. The server then runs from yet another directory over stdio, in both
-protocol eras, and serves the prompt and every skill resource byte for byte.
+directory (the session fixtures of tests/dist_fixtures.py, shared with tests/test_install_paths.py).
+The server then runs from yet another directory over stdio, in both protocol eras, and serves the
+prompt and every skill resource byte for byte.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
-import sysconfig
 import tarfile
 import tomllib
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,51 +28,15 @@ from ito_training_mcp import __version__
 from ito_training_mcp.skill_data import skill_body
 
 from .conftest import REPO
+from .dist_fixtures import clean_env, run
 
 SKILL = REPO / "skill"
 SKILL_FILES = ["SKILL.md", *sorted(f"references/{p.name}" for p in (SKILL / "references").glob("*.md"))]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
-def _run(*argv: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
-    assert proc.returncode == 0, (argv, proc.stdout[-3000:], proc.stderr[-3000:])
-    return proc.stdout
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(sdist, wheel), built from a copy-free checkout into a directory outside it."""
-    dist = tmp_path_factory.mktemp("dist")
-    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", dist, REPO, cwd=dist)
-    (sdist,) = dist.glob("*.tar.gz")
-    (wheel,) = dist.glob("*.whl")
-    return sdist, wheel
-
-
-@pytest.fixture(scope="module")
-def installed(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh venv (outside the checkout) with the wheel installed; returns its bin/ directory."""
-    venv = tmp_path_factory.mktemp("venv") / "env"
-    _run(sys.executable, "-m", "venv", "--without-pip", venv)
-    _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet", "--no-deps",
-         "--disable-pip-version-check", "--no-index", built[1])
-    site = Path(_run(venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-                .strip())
-    # Dependencies: this environment's site-packages, appended after the venv's own (so the wheel wins).
-    (site / "borrowed-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "check", "--disable-pip-version-check")
-    yield venv / "bin"
-
-
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ITO_", "PYTHON"))}
-    env.pop("VIRTUAL_ENV", None)
-    return env
-
-
-def test_the_sdist_and_the_wheel_carry_the_skill_and_the_license(built: tuple[Path, Path]) -> None:
-    sdist, wheel = built
+def test_the_sdist_and_the_wheel_carry_the_skill_and_the_license(built_dist: tuple[Path, Path]) -> None:
+    sdist, wheel = built_dist
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     assert {"LICENSE", "pyproject.toml", *(f"skill/{f}" for f in SKILL_FILES)} <= names
@@ -91,26 +50,26 @@ def test_the_sdist_and_the_wheel_carry_the_skill_and_the_license(built: tuple[Pa
     assert not any(m.startswith(("tests/", "skill/", "examples/")) for m in members)
 
 
-def test_the_installed_package_reads_its_own_copy(installed: Path, tmp_path: Path) -> None:
+def test_the_installed_package_reads_its_own_copy(pip_installed: Path, tmp_path: Path) -> None:
     code = ("import ito_training_mcp, ito_training_mcp.skill_data as s; "
             "print(ito_training_mcp.__file__); print(s.load_skill().origin)")
-    where, origin = _run(installed / "python", "-c", code, cwd=tmp_path, env=_clean_env()).split()
-    assert Path(where).is_relative_to(installed.parent) and origin == "package"
+    where, origin = run(pip_installed / "python", "-c", code, cwd=tmp_path, env=clean_env()).split()
+    assert Path(where).is_relative_to(pip_installed.parent) and origin == "package"
     target = tmp_path / "skills" / "ito-training"
-    out = _run(installed / "ito-training", "skill", "install", "--dir", target, "--json", cwd=tmp_path,
-               env=_clean_env())
+    out = run(pip_installed / "ito-training", "skill", "install", "--dir", target, "--json", cwd=tmp_path,
+               env=clean_env())
     assert json.loads(out)["data"]["source"] == "package"
     assert {str(p.relative_to(target)) for p in target.rglob("*.md")} == set(SKILL_FILES)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_the_installed_server_serves_the_skill_from_another_directory(
-    installed: Path, tmp_path: Path, mode: str
+    pip_installed: Path, tmp_path: Path, mode: str
 ) -> None:
     elsewhere = tmp_path / "somewhere-else"
     elsewhere.mkdir()
-    params = StdioServerParameters(command=str(installed / "ito-training-mcp"), args=[], cwd=str(elsewhere),
-                                   env=_clean_env())
+    params = StdioServerParameters(command=str(pip_installed / "ito-training-mcp"), args=[], cwd=str(elsewhere),
+                                   env=clean_env())
     async with Client(stdio_client(params), mode=mode) as client:
         assert [p.name for p in (await client.list_prompts()).prompts] == ["ito-training"]
         prompt = (await client.get_prompt("ito-training")).messages[0].content
@@ -126,17 +85,17 @@ async def test_the_installed_server_serves_the_skill_from_another_directory(
         assert len((await client.list_tools()).tools) >= 9
 
 
-def test_a_missing_skill_stops_the_server_loudly(installed: Path, tmp_path: Path) -> None:
+def test_a_missing_skill_stops_the_server_loudly(pip_installed: Path, tmp_path: Path) -> None:
     """Never an empty prompt list: with the packaged skill gone, the server refuses to start."""
-    site = Path(_run(installed / "python", "-c", "import ito_training_mcp, os; "
+    site = Path(run(pip_installed / "python", "-c", "import ito_training_mcp, os; "
                                                "print(os.path.dirname(ito_training_mcp.__file__))",
-                     cwd=tmp_path, env=_clean_env()).strip())
-    assert site.is_relative_to(installed.parent)
+                     cwd=tmp_path, env=clean_env()).strip())
+    assert site.is_relative_to(pip_installed.parent)
     hidden = site / "skill.hidden"
     (site / "skill").rename(hidden)
     try:
-        proc = subprocess.run([str(installed / "ito-training-mcp")], input="", capture_output=True, text=True,
-                              timeout=60, cwd=tmp_path, env=_clean_env())
+        proc = subprocess.run([str(pip_installed / "ito-training-mcp")], input="", capture_output=True, text=True,
+                              timeout=60, cwd=tmp_path, env=clean_env())
     finally:
         hidden.rename(site / "skill")
     assert proc.returncode == 1

@@ -1,4 +1,4 @@
-"""The public `ito.training.v1` API (CONTRACT.md §7) as the reference backend answers it.
+"""The public `ito.training.v1` API (contract §7, docs/contract.md) as the reference backend answers it.
 
 Every route is a `V1Route`: fault pick-up -> auth -> (keyed POSTs) key check and in-flight
 reservation -> before-fault -> handler -> delivery with after-fault. The in-flight reservation
