@@ -87,7 +87,7 @@ class _LiteralScanner:
             return True  # stop: matches come in order of their end
 
         with contextlib.suppress(self._hs.ScanTerminated):
-            self._db.scan(data[pos:] if pos else data, match_event_handler=on_match, scratch=scratch)
+            self._db.scan(memoryview(data)[pos:] if pos else data, match_event_handler=on_match, scratch=scratch)
         return pos + found[0] if found else -1
 
 

@@ -22,26 +22,31 @@ walk at all; anything found there is settled by the walk, which alone knows JSON
 
 from __future__ import annotations
 
-import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from . import pointers
 from .secret_engine import Engine, default_engine
 from .secret_rules import RULES
 
 MAX_FINDINGS = 20
-_POINTER_MAX = 200
+_POINTER_MAX = pointers.MAX_POINTER_CHARS
 _MAX_SEGMENTS = 64
 _KEY_NAME = "credential_key_name"
 # A string with more distinct invisible characters than this is reported rather than cleaned: no
 # legitimate text needs so many (a few flags of subdivisions use about ten), and each costs a pass.
 _MAX_INVISIBLE_KINDS = 12
 HIDDEN = "hidden_characters"
+# In a bounded scan (a document the caller will refuse anyway): a string whose anchors call for more
+# rule searches than the work left allows is reported as this, unexamined (see `scan`).
+UNEXAMINED = "unexamined_credential_markers"
+BOUNDED_PASSES = 2  # the work a bounded scan may spend: this many passes over the document's text ...
+BOUNDED_FLOOR = 1 << 18  # ... plus this many bytes, so that no small document is ever cut short
 _CONTAINERS = (dict, list)
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_PLAIN_KEY = pointers.PLAIN_KEY  # one rule for which keys are shown, kept in pointers.py
 
 
 @dataclass(frozen=True)
@@ -57,12 +62,25 @@ class Finding:
         return {"pointer": self.pointer, "kind": self.kind, "in_key": self.in_key}
 
 
-def escape_pointer_token(token: str) -> str:
-    """One JSON-pointer reference token (RFC 6901): `~` as `~0`, `/` as `~1`."""
-    return token.replace("~", "~0").replace("/", "~1")
+escape_pointer_token = pointers.escape_token  # one JSON-pointer reference token (RFC 6901)
 
 
-_escape = escape_pointer_token  # the name manifest.py has used
+class _Budget:
+    """Bytes of anchor and rule searching a bounded scan may still spend (None: unbounded). A search is
+    started only when the rest covers a whole pass over its text, and charged what it read."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.left = limit
+
+    def affords(self, amount: int) -> bool:
+        return self.left is None or amount <= self.left
+
+    def spend(self, amount: int) -> None:
+        if self.left is not None:
+            self.left -= amount
+
+
+_UNBOUNDED = _Budget(None)
 
 
 def normalize(text: str) -> str | None:
@@ -98,15 +116,45 @@ def normalize(text: str) -> str | None:
     return unicodedata.normalize("NFKC", text)  # removing one can bring two composable characters together
 
 
-def _kinds(engine: Engine, data: Any, memo: dict[Any, set[str]] | None = None) -> set[str]:
+class _Memo:
+    """What each string holds, once per scan (the raw JSON text and the walk meet the same strings).
+    Keyed by length and ends, then compared whole: hashing a mebibyte-long string would cost more
+    than comparing it."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[tuple[int, Any, Any], list[tuple[Any, set[str]]]] = {}
+
+    def get(self, data: Any) -> set[str] | None:
+        for seen, kinds in self._buckets.get((len(data), data[:8], data[-8:]), ()):
+            if seen == data:
+                return kinds
+        return None
+
+    def put(self, data: Any, kinds: set[str]) -> None:
+        self._buckets.setdefault((len(data), data[:8], data[-8:]), []).append((data, kinds))
+
+
+def _kinds(engine: Engine, data: Any, memo: _Memo | None = None, budget: _Budget = _UNBOUNDED) -> set[str]:
     if memo is not None:
-        if data not in memo:
-            memo[data] = _kinds(engine, data)
-        return memo[data]
+        known = memo.get(data)
+        if known is None:
+            known = _kinds(engine, data, None, budget)
+            memo.put(data, known)
+        return known
+    if not budget.affords(len(data)):
+        return {UNEXAMINED}
+    budget.spend(len(data))
     kinds: set[str] = set()
     for index in sorted(engine.anchored_rules(data)):
         kind = RULES[index].kind
-        if kind not in kinds and engine.rule_match(index, data) is not None:
+        if kind in kinds:
+            continue
+        if not budget.affords(len(data)):
+            kinds.add(UNEXAMINED)
+            break
+        match = engine.rule_match(index, data)
+        budget.spend(len(data) if match is None else match[1])
+        if match is not None:
             kinds.add(kind)
     return kinds
 
@@ -126,11 +174,16 @@ def credential_key_name(key: str) -> bool:
     return clean is not None and engine.key_name_match(engine.prepare(clean)) is not None
 
 
-def _key_kinds(engine: Engine, data: Any, memo: dict[Any, set[str]] | None = None) -> set[str]:
+def _key_kinds(engine: Engine, data: Any, memo: _Memo | None = None,
+               budget: _Budget = _UNBOUNDED) -> set[str]:
     """A key holding a token shape reports that; a key that merely names a credential, the name."""
-    kinds = set(_kinds(engine, data, memo))
-    if not kinds and engine.key_name_match(data) is not None:
-        kinds.add(_KEY_NAME)
+    kinds = set(_kinds(engine, data, memo, budget))
+    if not kinds:
+        if not budget.affords(len(data)):
+            kinds.add(UNEXAMINED)
+        elif engine.key_name_match(data) is not None:
+            kinds.add(_KEY_NAME)
+        budget.spend(len(data))
     return kinds
 
 
@@ -144,7 +197,8 @@ def _separator(data: Any, char: str) -> Any:
 def _joined(texts: list[str], found: dict[int, set[str]]) -> str:
     """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out."""
     joined = "\x00".join(texts)
-    if joined.isascii() and joined.count("\x00") == len(texts) - 1:
+    nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
+    if joined.isascii() and nul_free:
         return joined  # the common case, settled in two passes over the bytes
     cleaned = [normalize(text) for text in texts]
     for index, text in enumerate(cleaned):
@@ -153,29 +207,31 @@ def _joined(texts: list[str], found: dict[int, set[str]]) -> str:
     return "\x00".join(text or "" for text in cleaned)
 
 
-def _locate(engine: Engine, texts: list[str], keys: bool, memo: dict[Any, set[str]]) -> dict[int, set[str]]:
+def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
+            budget: _Budget) -> dict[int, set[str]]:
     """The kinds found in each of `texts`, for the strings that have any.
 
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
     found: dict[int, set[str]] = {}
-    data = engine.prepare(_joined(texts, found))
+    joined = _joined(texts, found)
+    data = engine.prepare(joined)
+    next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
-    check = _key_kinds if keys else _kinds
     pos = index = counted = checked = 0
     while len(found) < MAX_FINDINGS:
-        at = engine.next_anchor(data, pos)
+        at = next_anchor(data, pos)
         if at < 0:
             return found
         if checked == _MAX_SEGMENTS:
-            _locate_by_rules(engine, data, sep, pos, index, keys, found)
+            _locate_by_rules(engine, data, sep, pos, index, keys, found, budget)
             return found
         checked += 1
         index += data.count(sep, counted, at)
         start = data.rfind(sep, 0, at) + 1
         end = data.find(sep, at)
         end = len(data) if end < 0 else end
-        kinds = check(engine, data[start:end], memo)
+        kinds = (_key_kinds if keys else _kinds)(engine, data[start:end], memo, budget)
         if kinds:
             found[index] = set(kinds)
         pos = counted = end + 1
@@ -183,10 +239,33 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: dict[Any, set[st
     return found
 
 
+def _unexamined(engine: Engine, data: Any, sep: Any, pos: int, index: int, found: dict[int, set[str]]) -> None:
+    """The work is spent: every further string holding an anchor is reported unexamined (up to the
+    findings limit), without searching its rules."""
+    counted = pos
+    while len(found) < MAX_FINDINGS:
+        at = engine.next_anchor(data, pos)
+        if at < 0:
+            return
+        index += data.count(sep, counted, at)
+        kinds = found.setdefault(index, set())
+        kinds.discard(_KEY_NAME)
+        kinds.add(UNEXAMINED)
+        end = data.find(sep, at)
+        if end < 0:
+            return
+        pos = counted = end + 1
+        index += 1
+
+
 def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, keys: bool,
-                     found: dict[int, set[str]]) -> None:
+                     found: dict[int, set[str]], budget: _Budget) -> None:
     """After many candidate strings: every rule that can still match runs once over the rest."""
     rest = data[pos:]
+    if not budget.affords(len(rest)):
+        _unexamined(engine, data, sep, pos, index, found)
+        return
+    budget.spend(len(rest))
     searches: list[tuple[str, Any]] = [
         (RULES[rule].kind, lambda d, p, rule=rule: engine.rule_match(rule, d, p))
         for rule in sorted(engine.anchored_rules(rest))
@@ -194,6 +273,10 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
     if keys:
         searches.append((_KEY_NAME, engine.key_name_match))
     for kind, search in searches:
+        if not budget.affords(len(rest)):
+            _unexamined(engine, data, sep, pos, index, found)
+            return
+        budget.spend(len(rest))
         at, at_index, counted, hits = pos, index, pos, 0
         while hits < MAX_FINDINGS:
             match = search(data, at)
@@ -216,7 +299,7 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
             at_index += 1
 
 
-def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> bool:
+def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget) -> bool:
     """True when the JSON text (ASCII, no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -234,12 +317,13 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> 
         end = data.find(quote, at)
         end = len(data) if end < 0 else end
         segment = data[start:end]
-        if _kinds(engine, segment, memo):
+        if _kinds(engine, segment, memo, budget):
             return False
         after = data[end + 1:end + 65]
         is_key = after.lstrip()[:1] == colon or (len(after) == 64 and not after.strip())  # long whitespace: assume
-        if is_key and engine.key_name_match(segment) is not None:
+        if is_key and (not budget.affords(len(segment)) or engine.key_name_match(segment) is not None):
             return False
+        budget.spend(len(segment) if is_key else 0)
         pos = end + 1
     return engine.next_ascii_anchor(data, pos) < 0
 
@@ -264,8 +348,22 @@ def _collect(document: Any) -> tuple[list[str], list[str]]:
     return list(keys), values
 
 
+class DocumentStrings:
+    """Every distinct key and every string value of a parsed document, collected on first use: the
+    scanner and the manifest's character rule both need them, and one walk serves both."""
+
+    def __init__(self, document: Any) -> None:
+        self.document = document
+        self._collected: tuple[list[str], list[str]] | None = None
+
+    def get(self) -> tuple[list[str], list[str]]:
+        if self._collected is None:
+            self._collected = _collect(self.document)
+        return self._collected
+
+
 def _pointers(document: Any, key_kinds: dict[str, list[str]], value_kinds_at: dict[int, set[str]],
-              mask: dict[str, bool]) -> Iterator[Finding]:
+              token: Callable[[str | int], str]) -> Iterator[Finding]:
     """The findings in document order (containers depth-first, last pushed first, as `_collect`).
 
     A pointer is built for a finding and for each container on the way, not for every member:
@@ -288,49 +386,71 @@ def _pointers(document: Any, key_kinds: dict[str, list[str]], value_kinds_at: di
             at = pending.pop()
             events.append((strings[at - index], 1, sorted(value_kinds_at[at])))
         for position, is_value, kinds in sorted(events):
-            child_pointer = f"{pointer}/{_token(names[position], mask)}"
+            child_pointer = f"{pointer}/{token(names[position])}"
             yield from (Finding(child_pointer, kind, in_key=not is_value) for kind in kinds)
         index += len(strings)
-        stack += [(child, f"{pointer}/{_token(names[i], mask)}") for i, child in enumerate(children)
+        stack += [(child, f"{pointer}/{token(names[i])}") for i, child in enumerate(children)
                   if type(child) in _CONTAINERS]
 
 
-def _token(name: str | int, mask: dict[str, bool]) -> str:
-    if isinstance(name, int):
-        return str(name)
-    masked = mask.get(name)
-    if masked is None:
-        masked = not _PLAIN_KEY.fullmatch(name)
-    return "*" if masked else escape_pointer_token(name)
+def _tokens() -> Callable[[str | int], str]:
+    """Pointer tokens as `pointers.key_token` makes them (one masking rule for every pointer a
+    manifest refusal reports), each key's once per scan."""
+    cache: dict[str, str] = {}
+
+    def token(name: str | int) -> str:
+        if isinstance(name, int):
+            return str(name)
+        shown = cache.get(name)
+        if shown is None:
+            shown = cache[name] = pointers.key_token(name)
+        return shown
+
+    return token
 
 
-def scan(document: Any, *, source: bytes | str | None = None) -> list[Finding]:
+def _text_size(source: bytes | str | None, strings: DocumentStrings) -> int:
+    if source is not None:
+        return len(source)
+    keys, values = strings.get()
+    return sum(map(len, keys)) + sum(map(len, values))
+
+
+def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentStrings | None = None,
+         bounded: bool = False) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it is ASCII without
-    escapes, a document with nothing to report is settled on that text alone.
+    escapes, a document with nothing to report is settled on that text alone. `strings`, if given,
+    collects the document's keys and strings once for this scan and the caller.
+
+    `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
+    so never a valid manifest): the anchor and rule searches may then spend at most BOUNDED_PASSES
+    passes over the text plus BOUNDED_FLOOR bytes. A string whose searches do not fit in what is left
+    is reported as UNEXAMINED instead of searched: a single string that holds the anchors of many
+    formats (every format's prefix, or a mebibyte of random text) would otherwise make each of those
+    rules search all of it. Without `bounded` every rule that an anchor calls for is searched.
     """
     engine = default_engine()
-    memo: dict[Any, set[str]] = {}  # what a string holds, once per scan
+    strings = strings or DocumentStrings(document)
+    budget = _Budget(BOUNDED_PASSES * _text_size(source, strings) + BOUNDED_FLOOR if bounded else None)
+    memo = _Memo()
     if source is not None:
         try:
             text = source if isinstance(source, str) else source.decode("utf-8")
         except UnicodeDecodeError:
             text = "\\"
-        if text.isascii() and "\\" not in text and _raw_text_is_clean(engine, text, memo):
+        if text.isascii() and "\\" not in text and _raw_text_is_clean(engine, text, memo, budget):
             return []
 
-    keys, values = _collect(document)
-    key_found = _locate(engine, keys, True, memo)
+    keys, values = strings.get()
+    key_found = _locate(engine, keys, True, memo, budget)
     key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
-    value_found = _locate(engine, values, False, memo)
+    value_found = _locate(engine, values, False, memo, budget)
     if not key_kinds and not value_found:
         return []
-    # A key that holds a token shape, or is not a plain identifier, shows as `*`.
-    mask = {key: not _PLAIN_KEY.fullmatch(key) or any(k != _KEY_NAME for k in kinds)
-            for key, kinds in key_kinds.items()}
     findings: list[Finding] = []
-    for finding in _pointers(document, key_kinds, value_found, mask):
+    for finding in _pointers(document, key_kinds, value_found, _tokens()):
         findings.append(finding)
         if len(findings) >= MAX_FINDINGS:
             break
