@@ -22,10 +22,11 @@ walk at all; anything found there is settled by the walk, which alone knows JSON
 
 from __future__ import annotations
 
+import bisect
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import pointers
 from .secret_engine import Engine, default_engine
@@ -39,11 +40,12 @@ _KEY_NAME = "credential_key_name"
 # legitimate text needs so many (a few flags of subdivisions use about ten), and each costs a pass.
 _MAX_INVISIBLE_KINDS = 12
 HIDDEN = "hidden_characters"
-# In a bounded scan (a document the caller will refuse anyway): a string whose anchors call for more
-# rule searches than the work left allows is reported as this, unexamined (see `scan`).
-UNEXAMINED = "unexamined_credential_markers"
-BOUNDED_PASSES = 2  # the work a bounded scan may spend: this many passes over the document's text ...
+# In a bounded scan (a document the caller will refuse anyway), a string reported rather than searched
+# (see `scan`).
+UNEXAMINED = "unexamined"
+BOUNDED_PASSES = 3  # the work a bounded scan may spend: this many passes over the document's text ...
 BOUNDED_FLOOR = 1 << 18  # ... plus this many bytes, so that no small document is ever cut short
+LONG_STRING = 1 << 16  # in a bounded scan, a string longer than this is searched for one format at most
 _CONTAINERS = (dict, list)
 
 _PLAIN_KEY = pointers.PLAIN_KEY  # one rule for which keys are shown, kept in pointers.py
@@ -143,6 +145,10 @@ def _kinds(engine: Engine, data: Any, memo: _Memo | None = None, budget: _Budget
         return known
     if not budget.affords(len(data)):
         return {UNEXAMINED}
+    if budget.left is not None and len(data) > LONG_STRING:
+        long_kinds = _long_kinds(engine, data, budget)
+        if long_kinds is not None:
+            return long_kinds
     budget.spend(len(data))
     kinds: set[str] = set()
     for index in sorted(engine.anchored_rules(data)):
@@ -174,6 +180,36 @@ def credential_key_name(key: str) -> bool:
     return clean is not None and engine.key_name_match(engine.prepare(clean)) is not None
 
 
+def _long_kinds(engine: Engine, data: Any, budget: _Budget) -> set[str] | None:
+    """A long string in a bounded scan, checked without the pass that finds every anchor (which costs
+    more than a rule search): the formats that its first anchor calls for are searched, together with
+    the anchors of every other format, in one search that stops at whichever comes first. Another
+    format's anchor makes the string UNEXAMINED; a match is a finding, and the search goes on from it
+    for the formats left. None: the first anchor's formats could not be told; let the full check decide."""
+    probe = engine.rule_anchor(data)
+    budget.spend(len(data) if probe is None else probe[0])
+    if probe is None:
+        return set()
+    first = probe[1]
+    if not first:
+        return None
+    kinds: set[str] = set()
+    left, pos = first, 0
+    while left:
+        found = engine.rule_or_other(left, first, data, pos)
+        budget.spend(len(data) - pos if found is None else found[1] - pos)
+        if found is None:
+            return kinds
+        rule, pos = found
+        if rule < 0:
+            return kinds | {UNEXAMINED}
+        kinds.add(RULES[rule].kind)
+        left = frozenset(r for r in left if RULES[r].kind not in kinds)
+    other = engine.other_rule_anchor(first, data, pos)  # every format found: is any other's anchor left?
+    budget.spend(len(data) - pos if other < 0 else other - pos)
+    return kinds | ({UNEXAMINED} if other >= 0 else set())
+
+
 def _key_kinds(engine: Engine, data: Any, memo: _Memo | None = None,
                budget: _Budget = _UNBOUNDED) -> set[str]:
     """A key holding a token shape reports that; a key that merely names a credential, the name."""
@@ -194,17 +230,33 @@ def _separator(data: Any, char: str) -> Any:
     return char.encode() if isinstance(data, bytes) else char
 
 
-def _joined(texts: list[str], found: dict[int, set[str]]) -> str:
-    """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out."""
+def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool) -> str:
+    """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out,
+    and so is (in a bounded scan) a long text that holds invisible characters at all."""
     joined = "\x00".join(texts)
     nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
     if joined.isascii() and nul_free:
         return joined  # the common case, settled in two passes over the bytes
-    cleaned = [normalize(text) for text in texts]
+    cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text) for text in texts]
     for index, text in enumerate(cleaned):
         if text is None:
             found[index] = {HIDDEN}
-    return "\x00".join(text or "" for text in cleaned)
+        elif text is _UNCLEANED:
+            found[index] = {UNEXAMINED}
+    return "\x00".join(text if text and text is not _UNCLEANED else "" for text in cleaned)
+
+
+_UNCLEANED = "\x00unexamined"  # `_clean_long`'s answer for a text it did not clean (never a cleaned text)
+
+
+def _clean_long(text: str) -> str:
+    """`normalize` for a long text in a bounded scan: NFKC, but invisible characters are not removed
+    (one copy of the text per kind): a long text holding any is not examined (`_UNCLEANED`)."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    engine = default_engine()
+    text = unicodedata.normalize("NFKC", text)
+    return _UNCLEANED if engine.invisible(engine.prepare(text), 0) is not None else text
 
 
 def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
@@ -214,7 +266,7 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
     found: dict[int, set[str]] = {}
-    joined = _joined(texts, found)
+    joined = _joined(texts, found, budget.left is not None)
     data = engine.prepare(joined)
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
@@ -331,21 +383,43 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget) 
 # ---------------------------------------------------------------------------- documents
 
 
-def _collect(document: Any) -> tuple[list[str], list[str]]:
-    """Every distinct key, and every string value in the order `_pointers` visits them."""
+class _Span(NamedTuple):
+    """One container as `_collect` visits it: its place (parent span, name in it) and its strings."""
+
+    node: Any
+    parent: int  # index of the parent's span; -1 for the document itself
+    name: str | int  # its key or index in the parent (unused for the document itself)
+    first: int  # index in `values` of its first string value
+    strings: int  # how many string values it holds
+    only_strings: bool  # every child is a string (then a value's position is its index minus `first`)
+
+
+def _collect(document: Any) -> tuple[list[str], list[str], list[_Span]]:
+    """Every distinct key, every string value in the order `_pointers` visits them, and the containers
+    in that order. A container holding nothing but strings (a long list of labels) is taken whole."""
     keys: dict[str, None] = {}
-    values: list[str] = [document] if type(document) is str else []
-    stack = [document] if type(document) in _CONTAINERS else []
+    values: list[str] = [document] if isinstance(document, str) else []
+    spans: list[_Span] = []
+    stack: list[tuple[Any, int, str | int]] = [(document, -1, "")] if type(document) in _CONTAINERS else []
     while stack:
-        node = stack.pop()
+        node, parent, name = stack.pop()
         if type(node) is dict:
             keys.update(dict.fromkeys(node))
             children: Any = node.values()
         else:
             children = node
-        values += [child for child in children if type(child) is str]
-        stack += [child for child in children if type(child) in _CONTAINERS]
-    return list(keys), values
+        first = len(values)
+        try:
+            "".join(children)  # are they all strings? C speed, and no copy is kept
+        except TypeError:
+            values += [child for child in children if isinstance(child, str)]
+            items = node.items() if type(node) is dict else enumerate(node)
+            spans.append(_Span(node, parent, name, first, len(values) - first, False))
+            stack += [(child, len(spans) - 1, key) for key, child in items if type(child) in _CONTAINERS]
+        else:
+            values += children
+            spans.append(_Span(node, parent, name, first, len(values) - first, True))
+    return list(keys), values, spans
 
 
 class DocumentStrings:
@@ -354,43 +428,64 @@ class DocumentStrings:
 
     def __init__(self, document: Any) -> None:
         self.document = document
-        self._collected: tuple[list[str], list[str]] | None = None
+        self._collected: tuple[list[str], list[str], list[_Span]] | None = None
 
-    def get(self) -> tuple[list[str], list[str]]:
+    def _all(self) -> tuple[list[str], list[str], list[_Span]]:
         if self._collected is None:
             self._collected = _collect(self.document)
         return self._collected
 
+    def get(self) -> tuple[list[str], list[str]]:
+        keys, values, _ = self._all()
+        return keys, values
 
-def _pointers(document: Any, key_kinds: dict[str, list[str]], value_kinds_at: dict[int, set[str]],
-              token: Callable[[str | int], str]) -> Iterator[Finding]:
-    """The findings in document order (containers depth-first, last pushed first, as `_collect`).
+    def spans(self) -> list[_Span]:
+        return self._all()[2]
 
-    A pointer is built for a finding and for each container on the way, not for every member:
-    a container whose keys and strings hold nothing costs a few C-level list operations.
-    """
-    if type(document) is str:
+
+def _pointers(document: Any, spans: list[_Span], key_kinds: dict[str, list[str]],
+              value_kinds_at: dict[int, set[str]], token: Callable[[str | int], str]) -> Iterator[Finding]:
+    """The findings in document order (containers in the order `_collect` visited them; within one,
+    by position, a key before its value). A pointer is built only for a container that holds a
+    finding (and its ancestors): a long list of clean strings costs one step."""
+    if isinstance(document, str):
         yield from (Finding("", kind) for kind in sorted(value_kinds_at.get(0, ())))
-    index = int(type(document) is str)
-    pending = sorted(value_kinds_at, reverse=True)
-    stack: list[tuple[Any, str]] = [(document, "")] if type(document) in _CONTAINERS else []
-    while stack:
-        node, pointer = stack.pop()
-        names: list[Any] = list(node) if type(node) is dict else list(range(len(node)))
-        children = list(node.values()) if type(node) is dict else node
-        strings = [i for i, child in enumerate(children) if type(child) is str]
+    pending = sorted(value_kinds_at)
+    next_pending = bisect.bisect_left(pending, int(isinstance(document, str)))
+    built: dict[int, str] = {}
+
+    def pointer_of(span: int) -> str:
+        chain = []
+        while span >= 0 and span not in built:
+            chain.append(span)
+            span = spans[span].parent
+        text = built.get(span, "")
+        for index in reversed(chain):
+            if spans[index].parent >= 0:
+                text = f"{text}/{token(spans[index].name)}"
+            built[index] = text
+        return text
+
+    for index, span in enumerate(spans):
         events: list[tuple[int, int, list[str]]] = []  # (position, 0 key / 1 value, kinds)
+        node = span.node
         if key_kinds and type(node) is dict and not key_kinds.keys().isdisjoint(node):
-            events += [(i, 0, key_kinds[name]) for i, name in enumerate(names) if name in key_kinds]
-        while pending and pending[-1] < index + len(strings):
-            at = pending.pop()
-            events.append((strings[at - index], 1, sorted(value_kinds_at[at])))
-        for position, is_value, kinds in sorted(events):
-            child_pointer = f"{pointer}/{token(names[position])}"
-            yield from (Finding(child_pointer, kind, in_key=not is_value) for kind in kinds)
-        index += len(strings)
-        stack += [(child, f"{pointer}/{token(names[i])}") for i, child in enumerate(children)
-                  if type(child) in _CONTAINERS]
+            events += [(i, 0, key_kinds[name]) for i, name in enumerate(node) if name in key_kinds]
+        end = next_pending
+        while end < len(pending) and pending[end] < span.first + span.strings:
+            end += 1
+        if end > next_pending:
+            children = list(node.values()) if type(node) is dict else node
+            positions = (range(len(children)) if span.only_strings
+                         else [i for i, child in enumerate(children) if isinstance(child, str)])
+            events += [(positions[at - span.first], 1, sorted(value_kinds_at[at])) for at in pending[next_pending:end]]
+            next_pending = end
+        if events:
+            base = pointer_of(index)
+            names: list[Any] = list(node) if type(node) is dict else list(range(len(node)))
+            for position, is_value, kinds in sorted(events):
+                child_pointer = f"{base}/{token(names[position])}"
+                yield from (Finding(child_pointer, kind, in_key=not is_value) for kind in kinds)
 
 
 def _tokens() -> Callable[[str | int], str]:
@@ -450,7 +545,7 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     if not key_kinds and not value_found:
         return []
     findings: list[Finding] = []
-    for finding in _pointers(document, key_kinds, value_found, _tokens()):
+    for finding in _pointers(document, strings.spans(), key_kinds, value_found, _tokens()):
         findings.append(finding)
         if len(findings) >= MAX_FINDINGS:
             break
