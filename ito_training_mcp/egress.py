@@ -49,13 +49,17 @@ class LocalTree(dict[str, Any]):
     guarantees it; a test keeps it so). At a LOCALLY_SCANNED field the egress checks those sources,
     already joined, instead of walking a mebibyte of tree: nothing unprintable but newline and tab
     (which the character rule at gate 2 allows in the description only) and no registered credential.
-    Anything else in such a field is walked as usual."""
+    `ascii_printable` says that gate 2 found the manifest's bytes ASCII without a `\\u` escape, so
+    that, the character rule having passed, every source is printable ASCII with newline and tab:
+    then only the registered credentials are looked for. Anything else in such a field is walked
+    as usual."""
 
-    __slots__ = ("sources",)
+    __slots__ = ("ascii_printable", "sources")
 
-    def __init__(self, tree: dict[str, Any], *, sources: tuple[str, ...]) -> None:
+    def __init__(self, tree: dict[str, Any], *, sources: tuple[str, ...], ascii_printable: bool = False) -> None:
         super().__init__(tree)
         self.sources = sources
+        self.ascii_printable = ascii_printable
 
 
 def visible(code_point: str) -> str:
@@ -148,10 +152,11 @@ class _Walk:
         self.redactor = Redactor()
         self._checked: dict[tuple[int, bool], tuple[str, bool]] = {}  # the same text is checked once
 
-    def _text_clean(self, text: str, multiline: bool) -> bool:
+    def _text_clean(self, text: str, multiline: bool, printable: bool = False) -> bool:
         key = (id(text), multiline)
         if key not in self._checked:  # the text is kept with its verdict, so its id stays its own
-            self._checked[key] = (text, _printable(text, multiline) and not self.redactor.holds_known(text))
+            clean = (printable or _printable(text, multiline)) and not self.redactor.holds_known(text)
+            self._checked[key] = (text, clean)
         return self._checked[key][1]
 
     def is_clean(self, parts: list[tuple[tuple[str, ...], Any]]) -> bool:
@@ -227,7 +232,7 @@ class _Walk:
         if isinstance(value, str):
             return self._text_clean(value, path in MULTILINE_FIELDS)
         if isinstance(value, LocalTree):
-            return all(self._text_clean(text, True) for text in value.sources)
+            return all(self._text_clean(text, True, value.ascii_printable) for text in value.sources)
         joined = _joined_strings(value)
         if joined is None or not _printable(joined, True) or self.redactor.holds_known(joined):
             return False

@@ -12,6 +12,7 @@ are what a submit sends.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date
 from decimal import Decimal, InvalidOperation
@@ -85,11 +86,18 @@ Money = Annotated[
 def _iso_date(value: object) -> str:
     if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
         raise ValueError("must be a date in YYYY-MM-DD form")
+    if not _calendar_date(value):
+        raise ValueError("must be a real calendar date")
+    return value
+
+
+@functools.lru_cache(maxsize=1024)  # a manifest's references mostly share one check date
+def _calendar_date(value: str) -> bool:
     try:
         date.fromisoformat(value)
     except ValueError:
-        raise ValueError("must be a real calendar date") from None
-    return value
+        return False
+    return True
 
 
 IsoDate = Annotated[str, BeforeValidator(_iso_date), WithJsonSchema({"type": "string", "format": "date"})]
@@ -495,9 +503,16 @@ class DigestedManifest(BaseModel):
             "sha256": self.file.sha256,
             "size_bytes": self.file.size_bytes,
             "schema_version": SCHEMA_VERSION,
-            "review": LocalTree(review, sources=review_sources(review, text)),
+            "review": LocalTree(review, sources=review_sources(review, text), ascii_printable=_ascii_printable(
+                self.file.content)),
             "review_text": text,
         }
+
+
+def _ascii_printable(content: bytes) -> bool:
+    """For a manifest that passed gate 2: ASCII bytes without a `\\u` escape decode to ASCII strings,
+    in which the character rule left no control character but tab and newline (in the description)."""
+    return content.isascii() and (b"\\" not in content or b"\\u" not in content)  # one byte first: memchr
 
 
 def digest_manifest_file(

@@ -251,10 +251,16 @@ _UNCLEANED = "\x00unexamined"  # `_clean_long`'s answer for a text it did not cl
 
 def _clean_long(text: str) -> str:
     """`normalize` for a long text in a bounded scan: NFKC, but invisible characters are not removed
-    (one copy of the text per kind): a long text holding any is not examined (`_UNCLEANED`)."""
+    (one copy of the text per kind): a long text holding any is not examined (`_UNCLEANED`), and
+    neither is one whose anchors, as it stands, already call for several formats (the two searches
+    of `_long_kinds`, before paying for normalisation)."""
     if text.isascii() and "\x00" not in text:
         return text
     engine = default_engine()
+    data = engine.prepare(text)
+    probe = engine.rule_anchor(data)
+    if probe is not None and probe[1] and engine.other_rule_anchor(probe[1], data) >= 0:
+        return _UNCLEANED
     text = unicodedata.normalize("NFKC", text)
     return _UNCLEANED if engine.invisible(engine.prepare(text), 0) is not None else text
 

@@ -71,8 +71,11 @@ def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
             return True
         below: list[Any] = []
         for node in level:
-            below += [child for child in (node.values() if type(node) is dict else node)
-                      if type(child) in _CONTAINERS]
+            children = node.values() if type(node) is dict else node
+            try:
+                "".join(children)  # nothing but strings (a long list of labels): no level below, at C speed
+            except TypeError:
+                below += [child for child in children if type(child) in _CONTAINERS]
         level = below
     return False
 
