@@ -145,7 +145,7 @@ def _kinds(engine: Engine, data: Any, memo: _Memo | None = None, budget: _Budget
         return known
     if not budget.affords(len(data)):
         return {UNEXAMINED}
-    if budget.left is not None and len(data) > LONG_STRING:
+    if len(data) > LONG_STRING:
         long_kinds = _long_kinds(engine, data, budget)
         if long_kinds is not None:
             return long_kinds
@@ -181,11 +181,14 @@ def credential_key_name(key: str) -> bool:
 
 
 def _long_kinds(engine: Engine, data: Any, budget: _Budget) -> set[str] | None:
-    """A long string in a bounded scan, checked without the pass that finds every anchor (which costs
-    more than a rule search): the formats that its first anchor calls for are searched, together with
-    the anchors of every other format, in one search that stops at whichever comes first. Another
-    format's anchor makes the string UNEXAMINED; a match is a finding, and the search goes on from it
-    for the formats left. None: the first anchor's formats could not be told; let the full check decide."""
+    """A long string, checked without the pass that finds every anchor (which costs more than a rule
+    search): the formats that its first anchor calls for are searched, together with the anchors of
+    every other format, in one search that stops at whichever comes first. A match is a finding, and
+    the search goes on from it for the formats left. Another format's anchor makes the string
+    UNEXAMINED in a bounded scan; otherwise (and when the first anchor's formats cannot be told) the
+    answer is None: the full check decides. A long log page with one credential word costs two
+    searches instead of the anchor pass and a search per format."""
+    bounded = budget.left is not None
     probe = engine.rule_anchor(data)
     budget.spend(len(data) if probe is None else probe[0])
     if probe is None:
@@ -202,12 +205,14 @@ def _long_kinds(engine: Engine, data: Any, budget: _Budget) -> set[str] | None:
             return kinds
         rule, pos = found
         if rule < 0:
-            return kinds | {UNEXAMINED}
+            return kinds | {UNEXAMINED} if bounded else None
         kinds.add(RULES[rule].kind)
         left = frozenset(r for r in left if RULES[r].kind not in kinds)
     other = engine.other_rule_anchor(first, data, pos)  # every format found: is any other's anchor left?
     budget.spend(len(data) - pos if other < 0 else other - pos)
-    return kinds | ({UNEXAMINED} if other >= 0 else set())
+    if other < 0:
+        return kinds
+    return kinds | {UNEXAMINED} if bounded else None
 
 
 def _key_kinds(engine: Engine, data: Any, memo: _Memo | None = None,
