@@ -266,8 +266,12 @@ def _clean_long(text: str) -> str:
     probe = engine.rule_anchor(data)
     if probe is not None and probe[1] and engine.other_rule_anchor(probe[1], data) >= 0:
         return _UNCLEANED
-    text = unicodedata.normalize("NFKC", text)
-    return _UNCLEANED if engine.invisible(engine.prepare(text), 0) is not None else text
+    if engine.invisible(data, 0) is not None:  # as it stands, before paying for NFKC
+        return _UNCLEANED
+    normalized = unicodedata.normalize("NFKC", text)
+    if normalized is not text and engine.invisible(engine.prepare(normalized), 0) is not None:
+        return _UNCLEANED  # NFKC can make one (a half-width Hangul filler becomes U+1160)
+    return normalized
 
 
 def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,

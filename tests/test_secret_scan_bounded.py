@@ -162,3 +162,10 @@ def test_both_engines_probe_alike(text: str, rule: int) -> None:
     if answers[0][0] is not None:
         assert answers[0][0][1] <= anchored
     assert answers[0][1] == bool(anchored - {rule})
+
+
+def test_an_invisible_character_that_only_normalisation_makes_is_seen_too() -> None:
+    """NFKC turns the half-width Hangul filler U+FFA0 into U+1160, which is invisible."""
+    text = "가나다 " * (LONG_STRING // 4) + "\uffa0"
+    assert secret_scan.scan({"description": text}, bounded=True) == [Finding("/description", UNEXAMINED)]
+    assert secret_scan.scan({"description": text[:-1]}, bounded=True) == []
