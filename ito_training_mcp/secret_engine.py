@@ -63,6 +63,10 @@ class Engine(Protocol):
     def other_rule_anchor(self, rules: frozenset[int], data: Any, pos: int = 0) -> int:
         """Where the first anchor (at or after `pos`) of a rule not in `rules` ends in `data`, or -1."""
 
+    def invisible_or_rule_anchor(self, data: Any) -> tuple[int, frozenset[int] | None] | None:
+        """One search for whichever comes first, an invisible character or a rule's anchor: (end,
+        None) for the character, (end, rules) as `rule_anchor` for the anchor, None for neither."""
+
     def rule_or_other(self, rules: frozenset[int], others_than: frozenset[int], data: Any,
                       pos: int) -> tuple[int, int] | None:
         """One search from `pos` for whichever comes first: a match of one of `rules` (boundary
@@ -123,9 +127,10 @@ def _anchor_table() -> tuple[list[str], list[tuple[int, ...]]]:
 class _AnchorProbe:
     """The searches behind `rule_anchor` and `other_rule_anchor`, for one engine's `compile`."""
 
-    def __init__(self, compile_: Any, prepare: Any, dialect: Any) -> None:
+    def __init__(self, compile_: Any, prepare: Any, dialect: Any, invisible: str) -> None:
         self._compile = compile_
         self._dialect = dialect
+        self._invisible = compile_(invisible)
         entries: dict[tuple[str, bool], set[int]] = {}
         for index, rule in enumerate(RULES):
             for anchor in rule.anchors:
@@ -137,6 +142,7 @@ class _AnchorProbe:
             if fold:
                 self._folded.setdefault(anchor.lower(), set()).update(rules)
         self._any = compile_(self._alternation(entries))
+        self._any_or_invisible = compile_(f"{invisible}|{self._alternation(entries)}")
         self._others: dict[frozenset[int], Any] = {}  # compiled on first use, per set of rules
         self._combined: dict[tuple[frozenset[int], frozenset[int]], Any] = {}  # likewise
         self._own = [compile_(dialect(_bounded(rule) if rule.boundary else rule.pattern)) for rule in RULES]
@@ -146,7 +152,15 @@ class _AnchorProbe:
         return "|".join(_anchor_pattern(anchor, fold) for anchor, fold in sorted(entries))
 
     def first(self, data: Any) -> tuple[int, frozenset[int]] | None:
-        match = self._any.search(data)
+        return self._named(self._any.search(data))
+
+    def first_or_invisible(self, data: Any) -> tuple[int, frozenset[int] | None] | None:
+        match = self._any_or_invisible.search(data)
+        if match is not None and self._invisible.match(data, int(match.start())) is not None:
+            return int(match.end()), None
+        return self._named(match)
+
+    def _named(self, match: Any) -> tuple[int, frozenset[int]] | None:
         if match is None:
             return None
         found = match.group()
@@ -212,7 +226,8 @@ class Re2Engine:
         self._forbidden_before = [frozenset(secret_rules.boundary_chars(rule.boundary).encode()) for rule in RULES]
         self._key_name = re2.compile(secret_rules.for_re2(secret_rules.KEY_NAME), options)
         self._invisible = re2.compile(secret_rules.invisible_class(re2=True), options)
-        self._probe = _AnchorProbe(lambda pattern: re2.compile(pattern, options), self.prepare, secret_rules.for_re2)
+        self._probe = _AnchorProbe(lambda pattern: re2.compile(pattern, options), self.prepare, secret_rules.for_re2,
+                                   secret_rules.invisible_class(re2=True))
 
     def prepare(self, text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
@@ -245,6 +260,9 @@ class Re2Engine:
     def other_rule_anchor(self, rules: frozenset[int], data: bytes, pos: int = 0) -> int:
         return self._probe.other(rules, data, pos)
 
+    def invisible_or_rule_anchor(self, data: bytes) -> tuple[int, frozenset[int] | None] | None:
+        return self._probe.first_or_invisible(data)
+
     def rule_or_other(self, rules: frozenset[int], others_than: frozenset[int], data: bytes,
                       pos: int) -> tuple[int, int] | None:
         return self._probe.rule_or_other(rules, others_than, data, pos)
@@ -263,7 +281,8 @@ class PythonEngine:
         self._forbidden_before = [frozenset(secret_rules.boundary_chars(rule.boundary)) for rule in RULES]
         self._key_name = re.compile(secret_rules.for_python(secret_rules.KEY_NAME))
         self._invisible = re.compile(secret_rules.invisible_class(re2=False))
-        self._probe = _AnchorProbe(re.compile, self.prepare, secret_rules.for_python)
+        self._probe = _AnchorProbe(re.compile, self.prepare, secret_rules.for_python,
+                                   secret_rules.invisible_class(re2=False))
 
     def prepare(self, text: str) -> str:
         return text
@@ -295,6 +314,9 @@ class PythonEngine:
 
     def other_rule_anchor(self, rules: frozenset[int], data: str, pos: int = 0) -> int:
         return self._probe.other(rules, data, pos)
+
+    def invisible_or_rule_anchor(self, data: str) -> tuple[int, frozenset[int] | None] | None:
+        return self._probe.first_or_invisible(data)
 
     def rule_or_other(self, rules: frozenset[int], others_than: frozenset[int], data: str,
                       pos: int) -> tuple[int, int] | None:

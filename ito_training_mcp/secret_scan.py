@@ -263,11 +263,13 @@ def _clean_long(text: str) -> str:
         return text
     engine = default_engine()
     data = engine.prepare(text)
-    probe = engine.rule_anchor(data)
-    if probe is not None and probe[1] and engine.other_rule_anchor(probe[1], data) >= 0:
-        return _UNCLEANED
-    if engine.invisible(data, 0) is not None:  # as it stands, before paying for NFKC
-        return _UNCLEANED
+    probe = engine.invisible_or_rule_anchor(data)  # as it stands, before paying for NFKC
+    if probe is not None:
+        end, rules = probe
+        if rules is None or (rules and engine.other_rule_anchor(rules, data) >= 0):
+            return _UNCLEANED
+        if engine.invisible(data, end) is not None:  # none came before the anchor
+            return _UNCLEANED
     normalized = unicodedata.normalize("NFKC", text)
     if normalized is not text and engine.invisible(engine.prepare(normalized), 0) is not None:
         return _UNCLEANED  # NFKC can make one (a half-width Hangul filler becomes U+1160)

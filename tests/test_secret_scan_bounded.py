@@ -138,7 +138,8 @@ def test_a_refused_manifest_with_a_mebibyte_of_every_anchor_names_the_string() -
 # ---------------------------------------------------------------------------- the probes, in both engines
 
 probe_texts = st.one_of(fillers, st.sampled_from(SECRETS).map(lambda e: e.text),
-                        st.tuples(fillers, st.sampled_from(SECRETS).map(lambda e: e.text), fillers).map(" ".join))
+                        st.tuples(fillers, st.sampled_from(SECRETS).map(lambda e: e.text), fillers).map(" ".join),
+                        st.tuples(fillers, st.sampled_from(["\u200b", "\u200d", "\ufeff", "\u00ad"]), fillers).map("".join))
 
 
 @SETTINGS
@@ -152,10 +153,13 @@ def test_both_engines_probe_alike(text: str, rule: int) -> None:
         first = engine.rule_anchor(data)
         other = engine.other_rule_anchor(frozenset({rule}), data)
         combined = engine.rule_or_other(frozenset({rule}), frozenset({rule}), data, 0)
+        raw = engine.prepare(text)  # before normalisation: invisible characters may still be there
+        either = engine.invisible_or_rule_anchor(raw)
         # positions differ in unit (bytes or characters): compare what they name
         answers.append((None if first is None else (clean[:len(data[:first[0]])] if isinstance(data, str)
                                                     else data[:first[0]].decode(), first[1]),
-                        other >= 0, None if combined is None else combined[0]))
+                        other >= 0, None if combined is None else combined[0],
+                        None if either is None else either[1]))
     assert answers[0] == answers[1]
     anchored = secret_engine.default_engine().anchored_rules(secret_engine.default_engine().prepare(clean))
     assert (answers[0][0] is None) == (not anchored)
