@@ -13,6 +13,7 @@ dicts, against ~10 ms to validate them.
 from __future__ import annotations
 
 from functools import cache
+from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel
@@ -42,11 +43,14 @@ def trim_unknown_keys(node: Any, model: type[BaseModel], nested: NestedModels, *
     out = node
     left_out = 0
     if len(node) > len(fields) + keep:
-        unknown = [key for key in node if key not in fields]
-        if len(unknown) > keep:
-            dropped = set(unknown[keep:])
-            out = {key: value for key, value in node.items() if key not in dropped}
-            left_out = len(dropped)
+        present = fields.intersection(node)  # C speed, however many keys
+        if len(node) - len(present) > keep:
+            # pydantic reports the fields' errors first, then the unknown keys in input order: the
+            # known keys may come in any order, the first `keep` unknown ones must keep theirs.
+            first_unknown = list(islice((key for key in node if key not in fields), keep))
+            out = {key: node[key] for key in present}
+            out.update((key, node[key]) for key in first_unknown)
+            left_out = len(node) - len(present) - keep
     for name, (child_model, many) in nested.get(model, {}).items():
         child = out.get(name)
         if many:
