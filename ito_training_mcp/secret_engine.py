@@ -199,7 +199,9 @@ class _AnchorProbe:
         start = int(match.start())
         if self._others_pattern(others_than).match(data, start) is not None:
             return -1, start
-        return next(r for r in sorted(rules) if self._own[r].match(data, start) is not None), start
+        # Which rule matched there. Should none of them match on its own (it cannot), the answer is
+        # "another anchor": the caller then reports or checks in full rather than guess.
+        return next((r for r in sorted(rules) if self._own[r].match(data, start) is not None), -1), start
 
 
 def _bounded(rule: Rule) -> str:
