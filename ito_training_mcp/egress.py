@@ -23,7 +23,6 @@ database URL with its password; this server does not forward it.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -44,6 +43,25 @@ LOCALLY_SCANNED = frozenset({("data", "review"), ("data", "review_text")})
 _RELAYED_ROOTS = frozenset({("data",), ("error", "details")})
 
 
+class LocalTree(dict[str, Any]):
+    """A tree of text this server built itself from a manifest that passed gate 2 (the digest's review),
+    with `sources`: strings in which every key and every string of the tree occurs (the builder
+    guarantees it; a test keeps it so). At a LOCALLY_SCANNED field the egress checks those sources,
+    already joined, instead of walking a mebibyte of tree: nothing unprintable but newline and tab
+    (which the character rule at gate 2 allows in the description only) and no registered credential.
+    `ascii_printable` says that gate 2 found the manifest's bytes ASCII without a `\\u` escape, so
+    that, the character rule having passed, every source is printable ASCII with newline and tab:
+    then only the registered credentials are looked for. Anything else in such a field is walked
+    as usual."""
+
+    __slots__ = ("ascii_printable", "sources")
+
+    def __init__(self, tree: dict[str, Any], *, sources: tuple[str, ...], ascii_printable: bool = False) -> None:
+        super().__init__(tree)
+        self.sources = sources
+        self.ascii_printable = ascii_printable
+
+
 def visible(code_point: str) -> str:
     """How one unprintable character is shown: `⟨U+202E⟩`."""
     return f"⟨U+{ord(code_point):04X}⟩"
@@ -53,7 +71,17 @@ def _escape_all(text: str) -> str:
     return "".join(ch if ch.isprintable() else visible(ch) for ch in text)
 
 
+# ASCII is printable but for C0 and DEL: in a long ASCII text, one byte search per such character
+# (memchr speed) is several times faster than `str.isprintable`, which looks each character up.
+_ASCII_UNPRINTABLE = tuple(chr(c) for c in (*range(0x20), 0x7F))
+_ASCII_UNPRINTABLE_MULTILINE = tuple(c for c in _ASCII_UNPRINTABLE if c not in "\n\t")
+_LONG = 512
+
+
 def _printable(text: str, multiline: bool) -> bool:
+    """Is every character printable (newline and tab too, when `multiline`)?"""
+    if len(text) > _LONG and text.isascii():  # `isascii` costs nothing for a str
+        return not any(c in text for c in (_ASCII_UNPRINTABLE_MULTILINE if multiline else _ASCII_UNPRINTABLE))
     if text.isprintable():  # C speed: the common case costs one pass
         return True
     return multiline and text.replace("\n", "").replace("\t", "").isprintable()
@@ -122,6 +150,14 @@ class _Walk:
     def __init__(self) -> None:
         self.changed = False
         self.redactor = Redactor()
+        self._checked: dict[tuple[int, bool], tuple[str, bool]] = {}  # the same text is checked once
+
+    def _text_clean(self, text: str, multiline: bool, printable: bool = False) -> bool:
+        key = (id(text), multiline)
+        if key not in self._checked:  # the text is kept with its verdict, so its id stays its own
+            clean = (printable or _printable(text, multiline)) and not self.redactor.holds_known(text)
+            self._checked[key] = (text, clean)
+        return self._checked[key][1]
 
     def is_clean(self, parts: list[tuple[tuple[str, ...], Any]]) -> bool:
         """The quick path for the usual envelope: all of its text at once. Every string is printable,
@@ -142,7 +178,7 @@ class _Walk:
         if path in _RELAYED_ROOTS:
             relayed = True
         if path in LOCALLY_SCANNED:
-            return self._already_clean(value)
+            return self._already_clean(value, path)
         if len(path) >= 2:  # below the roots nothing changes zone: gather the rest in one sweep
             (out if relayed else own).extend(_strings(value))
             return True
@@ -169,7 +205,7 @@ class _Walk:
             relayed = True
         if path in LOCALLY_SCANNED:
             relayed, scanned = False, True
-            if self._already_clean(value):
+            if self._already_clean(value, path):
                 return value
         if isinstance(value, str):
             return self.string(value, path, relayed, scanned)
@@ -186,18 +222,50 @@ class _Walk:
             return out
         return value
 
-    def _already_clean(self, value: Any) -> bool:
+    def _already_clean(self, value: Any, path: tuple[str, ...]) -> bool:
         """The fast path for a digest's review (up to a mebibyte of text): it passed the scanner and the
         character rule at gate 2, so only a registered credential or another unprintable character (a
-        zero-width space, say) could need work. One C-level serialisation answers both: JSON escapes
-        the tab and newline the rule allows, and leaves every other character as it is."""
+        zero-width space, say) could need work. Every key and string is checked at once, joined by
+        spaces: nothing unprintable, no registered credential, and newline and tab only in the fields
+        that are multi-line by design. Anything else (a credential that only the joining made, too)
+        takes the walk, string by string."""
         if isinstance(value, str):
-            return _printable(value, True) and not self.redactor.holds_known(value)
-        try:
-            text = json.dumps(value, ensure_ascii=False)
-        except (TypeError, ValueError):
+            return self._text_clean(value, path in MULTILINE_FIELDS)
+        if isinstance(value, LocalTree):
+            return all(self._text_clean(text, True, value.ascii_printable) for text in value.sources)
+        joined = _joined_strings(value)
+        if joined is None or not _printable(joined, True) or self.redactor.holds_known(joined):
             return False
-        return text.isprintable() and not self.redactor.holds_known_in_json(text)
+        if "\n" not in joined and "\t" not in joined:
+            return True
+        breaks = joined.count("\n") + joined.count("\t")
+        if isinstance(value, dict):
+            allowed = [value.get(field[-1]) for field in MULTILINE_FIELDS if field[:-1] == path]
+            breaks -= sum(text.count("\n") + text.count("\t") for text in allowed if isinstance(text, str))
+        return breaks == 0
+
+
+def _joined_strings(value: Any) -> str | None:
+    """Every key and string in `value` joined by spaces (a list of strings is joined in C: the digest's
+    review holds lists of thousands of labels); None when a key is not a string."""
+    parts: list[str] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            parts.append(node)
+        elif isinstance(node, dict):
+            parts.extend(node)
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            try:
+                parts.append(" ".join(node))
+            except TypeError:  # not all strings
+                stack.extend(node)
+    try:
+        return " ".join(parts)
+    except TypeError:  # a key that is not a string: the walk handles it
+        return None
 
 
 def _strings(value: Any) -> Iterator[str]:

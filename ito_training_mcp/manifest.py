@@ -6,16 +6,18 @@ them equal). The models are strict (no coercion), closed (unknown keys refused) 
 as `Decimal` parsed from decimal strings, never floats.
 
 `digest_manifest_file` is gate 2 in one place: secure read -> strict JSON -> secret scan ->
-schema. The digest is the SHA-256 of the bytes read from the descriptor, and those same bytes
+character rule -> schema. The digest is the SHA-256 of the bytes read from the descriptor, and those same bytes
 are what a submit sends.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
+from itertools import repeat
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -26,6 +28,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -34,10 +37,15 @@ from pydantic_core import PydanticCustomError
 
 from . import secret_scan, strict_json
 from .config import ManifestSettings
+from .egress import LocalTree
 from .envelope import ErrorCode
 from .errors import ManifestRefusal
+from .manifest_characters import CHARACTER_CLASSES as CHARACTER_CLASSES
+from .manifest_characters import character_class as character_class
+from .manifest_characters import character_problems, may_hold_forbidden
 from .pointers import pointer as safe_pointer
 from .safe_read import FileBytes, ReadHooks, read_regular_file
+from .schema_trim import trim_unknown_keys
 
 SCHEMA_VERSION = "ito.training.manifest.v1"
 SCHEMA_ID = "https://ito.example/schemas/ito.training.manifest.v1.schema.json"
@@ -46,8 +54,10 @@ _MONEY_PATTERN = r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,2})?$"
 _MONEY_RE = re.compile(_MONEY_PATTERN)
 _IMMUTABLE_REVISION = r"^([0-9a-f]{40}|[0-9a-f]{64}|sha256:[0-9a-f]{64})$"
 _DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_DATE_RE = re.compile(_DATE_PATTERN)
 _URI_SCHEMES = ("s3", "gs", "az", "hf", "https", "ito")
 _URI_PATTERN = r"^(s3|gs|az|hf|https|ito)://[^\s?#@]+$"
+MAX_SCHEMA_PROBLEMS = 20
 
 
 def _money(value: object) -> Decimal:
@@ -75,36 +85,78 @@ Money = Annotated[
 
 
 def _iso_date(value: object) -> str:
-    if not isinstance(value, str) or not re.fullmatch(_DATE_PATTERN, value):
+    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
         raise ValueError("must be a date in YYYY-MM-DD form")
+    if not _calendar_date(value):
+        raise ValueError("must be a real calendar date")
+    return value
+
+
+@functools.lru_cache(maxsize=1024)  # a manifest's references mostly share one check date
+def _calendar_date(value: str) -> bool:
     try:
         date.fromisoformat(value)
     except ValueError:
-        raise ValueError("must be a real calendar date") from None
-    return value
+        return False
+    return True
 
 
 IsoDate = Annotated[str, BeforeValidator(_iso_date), WithJsonSchema({"type": "string", "format": "date"})]
 # _URI_PATTERN, checked without a regex scan of every character on the common (ASCII) path: data
 # references are long paths, and the pattern constraint was most of the schema's cost. The same
 # test, the same error type and message; `\s` is Unicode White_Space, as in the published pattern.
-_URI_FORBIDDEN_ASCII = b"\t\n\x0b\x0c\r ?#@"
+_URI_FORBIDDEN_ASCII = "\t\n\x0b\x0c\r ?#@"  # what `_has_any` looks for, one byte search each
 _URI_UNICODE = re.compile("(?:s3|gs|az|hf|https|ito)://[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a"
                           "\u2028\u2029\u202f\u205f\u3000?#@]+")
 
 
-def _uri(value: str) -> str:
+def _uri(value: str, info: ValidationInfo) -> str:
+    checked = info.context.get(CHECKED_URIS) if isinstance(info.context, dict) else None
+    if checked is not None and id(value) in checked:
+        return value  # this very string passed `checked_uris`
     if value.isascii():
-        scheme, separator, rest = value.partition("://")
-        raw = value.encode()
-        ok = (bool(separator) and scheme in _URI_SCHEMES and bool(rest)
-              and len(raw.translate(None, _URI_FORBIDDEN_ASCII)) == len(raw))
+        end = value.find("://")
+        ok = end > 0 and value[:end] in _URI_SCHEMES and len(value) > end + 3 and not _has_any(value)
     else:
         ok = _URI_UNICODE.fullmatch(value) is not None
     if not ok:
         raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
                                   {"pattern": _URI_PATTERN})
     return value
+
+
+def _has_any(text: str) -> bool:  # a byte search per character of _URI_FORBIDDEN_ASCII, no generator
+    return ("\t" in text or "\n" in text or "\x0b" in text or "\x0c" in text or "\r" in text or " " in text
+            or "?" in text or "#" in text or "@" in text)
+
+
+CHECKED_URIS = "ito.checked_uris"  # the validation context's key for `checked_uris`
+_URI_PREFIXES = tuple(f"{scheme}://" for scheme in _URI_SCHEMES)
+
+
+def checked_uris(document: Any) -> frozenset[int]:
+    """The ids of the strings at a manifest's URI fields (data[].uri, data[].decontamination.report,
+    checkpoints.storage) that `_uri` accepts, checked all at once: one byte search per forbidden
+    character over all of them joined, instead of nine per URI. Empty unless every one of them is
+    ASCII and passes; then `_uri` checks each as usual."""
+    if type(document) is not dict:
+        return frozenset()
+    data = document.get("data")
+    refs = [ref for ref in data if type(ref) is dict] if type(data) is list else []
+    found = [ref.get("uri") for ref in refs]
+    found += [d.get("report") for d in [ref.get("decontamination") for ref in refs] if type(d) is dict]
+    checkpoints = document.get("checkpoints")
+    if type(checkpoints) is dict:
+        found.append(checkpoints.get("storage"))
+    uris = [uri for uri in found if type(uri) is str]
+    joined = "".join(uris)
+    if (not uris or not joined.isascii() or not all(map(str.startswith, uris, repeat(_URI_PREFIXES)))
+            or _has_any(joined) or not _URI_PREFIX_SET.isdisjoint(uris)):
+        return frozenset()
+    return frozenset(map(id, uris))
+
+
+_URI_PREFIX_SET = frozenset(_URI_PREFIXES)  # a URI that is a scheme prefix and nothing more is refused
 
 
 Uri = Annotated[
@@ -286,134 +338,146 @@ def manifest_json_schema() -> dict[str, Any]:
 def review_text(review: dict[str, Any], sha256: str) -> str:
     """A short plain-text rendering of the review summary, for people and terminals."""
     model = review["model"]
-    lines = [
-        f"Model:        {model['name']} ({model['size']} parameters) @ {model['revision']}",
-        f"Target:       {review['target']}",
-        f"Post-training: {' -> '.join(review['post_training']) or 'none'}",
+    parts = [
+        f"Model:        {model['name']} ({model['size']} parameters) @ {model['revision']}\n"
+        f"Target:       {review['target']}\n"
+        f"Post-training: {' -> '.join(review['post_training']) or 'none'}\n"
         f"Budget:       ceiling ${review['budget']['ceiling_usd']}, "
-        f"this submission at most ${review['budget']['max_incremental_cost_usd']}",
+        f"this submission at most ${review['budget']['max_incremental_cost_usd']}\n"
         f"Checkpoints:  every {review['checkpoints']['interval_steps']} steps, keep "
-        f"{review['checkpoints']['retain_last']}, to {review['checkpoints']['storage']}",
-        "Data:",
+        f"{review['checkpoints']['retain_last']}, to {review['checkpoints']['storage']}\n"
+        "Data:"
     ]
-    for ref in review["data"]:
+    for ref in review["data"]:  # the pieces are joined once: the references can be a mebibyte
         d = ref["decontamination"]
-        lines.append(
-            f"  - {ref['name']}: {ref['uri']} (decontaminated by {d['method']} against "
-            f"{', '.join(d['eval_suites'])} on {d['checked_at']}; report {d['report']})"
-        )
-    lines.append(f"SHA-256:      {sha256}")
-    return "\n".join(lines)
+        parts += ("\n  - ", ref["name"], ": ", ref["uri"], " (decontaminated by ", d["method"], " against ",
+                  ", ".join(d["eval_suites"]), " on ", d["checked_at"], "; report ", d["report"], ")")
+    parts.append(f"\nSHA-256:      {sha256}")
+    return "".join(parts)
+
+
+# Every key of a review, for `review_sources` (a test keeps this complete).
+REVIEW_KEYS = ("model name parameter_count size revision target data uri decontamination method eval_suites report "
+               "checked_at post_training budget ceiling_usd max_incremental_cost_usd checkpoints interval_steps "
+               "retain_last storage description")
+
+
+def review_sources(review: dict[str, Any], text: str) -> tuple[str, ...]:
+    """Strings in which every key and string of `review` occurs, for the egress (`LocalTree`): the review
+    text holds all of them but the description and the data revisions."""
+    revisions = "\n".join(ref["revision"] or "" for ref in review["data"])
+    return text, review["description"] or "", revisions, REVIEW_KEYS
 
 
 def _schema_problems(exc: ValidationError) -> list[dict[str, str]]:
     """Locations and fixed messages only: pydantic's input values are file content, and so are
     keys (an unknown key is masked in its pointer unless it is a plain identifier)."""
     problems: list[dict[str, str]] = []
-    for err in exc.errors(include_url=False, include_input=False, include_context=False)[:20]:
+    for err in exc.errors(include_url=False, include_input=False, include_context=False)[:MAX_SCHEMA_PROBLEMS]:
         message = err["msg"] if err["type"] in ("value_error", "assertion_error") else err["type"]
         problems.append({"pointer": safe_pointer(err["loc"]), "problem": str(message)[:200]})
     return problems
 
 
-# Characters that could make a terminal or a viewer show something other than the bytes the person
-# confirms (contract §10), by class. Tab and newline are allowed in the description only.
-CHARACTER_CLASSES: tuple[tuple[str, str], ...] = (
-    ("c0_control", "\x00-\x1f"),
-    ("del", "\x7f"),
-    ("c1_control", "\x80-\x9f"),
-    # The embeddings, overrides and isolates of §10, plus (an extension) the implicit marks
-    # LRM, RLM and ALM: they too reorder what a reviewer sees around digits and punctuation.
-    ("bidi_control", "\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"),
-    # Extension: Unicode's own line and paragraph separators start a new line in some viewers.
-    ("line_separator", "\u2028\u2029"),
-)
-_FORBIDDEN = re.compile("[" + "".join(ranges for _, ranges in CHARACTER_CLASSES) + "]")
-_CLASS_OF = [(name, re.compile(f"[{ranges}]")) for name, ranges in CHARACTER_CLASSES]
-# A quick look at the JSON text before walking the parsed document: a forbidden character in a key or
-# string either stands there raw (strict JSON allows no raw C0 inside a string, and tab, newline and
-# carriage return outside one are only layout) or as an escape. Text showing neither holds none.
-_FORBIDDEN_RAW = re.compile("[" + "".join(ranges for name, ranges in CHARACTER_CLASSES if name != "c0_control") + "]")
-_FORBIDDEN_ESCAPE = re.compile(r"\\(?:[bfnrt]|u(?:00[01]|007|00[89]|061|200|202|206))", re.IGNORECASE)
-_MAX_CHARACTER_PROBLEMS = 20
+# The objects the schema validates as models, and where in them their nested models are.
+_NESTED_MODELS: dict[type[BaseModel], dict[str, tuple[type[BaseModel], bool]]] = {
+    TrainingManifest: {"model": (Model, False), "data": (DataRef, True), "budget": (Budget, False),
+                       "checkpoints": (CheckpointPolicy, False)},
+    DataRef: {"decontamination": (Decontamination, False)},
+}
 
 
-def character_class(text: str, *, description: bool = False) -> str | None:
-    """The class of the first forbidden character in `text`, or None. Never the character itself."""
-    if description:
-        text = text.replace("\t", "").replace("\n", "")
-    match = _FORBIDDEN.search(text)
-    if match is None:
-        return None
-    return next(name for name, pattern in _CLASS_OF if pattern.fullmatch(match.group()))
+class _SchemaRefusal:
+    """What the schema found wrong: how many problems, and the first MAX_SCHEMA_PROBLEMS of them."""
+
+    def __init__(self, count: int, problems: list[dict[str, str]]) -> None:
+        self.count = count
+        self.problems = problems
 
 
-def _character_problems(document: Any) -> list[dict[str, Any]]:
-    """Every key and string value holding a forbidden character, wherever it is (even under an
-    unknown key), reported by pointer and class, bounded."""
-    problems: list[dict[str, Any]] = []
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), document)]
-    while stack and len(problems) < _MAX_CHARACTER_PROBLEMS:
-        path, node = stack.pop()
-        if isinstance(node, str):
-            found = character_class(node, description=path == ("description",))
-            if found:
-                problems.append({"pointer": safe_pointer(path), "problem": found})
-        elif isinstance(node, dict):
-            for key, child in reversed(node.items()):
-                found = character_class(key)
-                if found:
-                    problems.append({"pointer": safe_pointer((*path, key)), "problem": found})
-                stack.append(((*path, key), child))
-        elif isinstance(node, list):
-            stack.extend(((*path, index), child) for index, child in reversed(list(enumerate(node))))
-    return problems[:_MAX_CHARACTER_PROBLEMS]
+def _validate(document: Any) -> TrainingManifest | _SchemaRefusal:
+    """The schema's verdict. Turning pydantic's errors into Python objects is what costs on a hostile
+    document (45,000 unknown keys: ~60 ms, against ~10 ms to validate them), and only the first
+    MAX_SCHEMA_PROBLEMS are reported: unknown keys past those are left out before validating (at the
+    top level always, a cheap look; in nested objects when the count shows many problems), which
+    changes neither the count nor the problems reported (see schema_trim.py)."""
+    trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
+    try:
+        return TrainingManifest.model_validate(trimmed, strict=True, context={CHECKED_URIS: checked_uris(trimmed)})
+    except ValidationError as exc:
+        count = exc.error_count() + left_out
+        if exc.error_count() > _MANY_PROBLEMS:
+            deeper, _ = trim_unknown_keys(trimmed, TrainingManifest, _NESTED_MODELS, keep=MAX_SCHEMA_PROBLEMS)
+            try:
+                TrainingManifest.model_validate(deeper, strict=True)
+            except ValidationError as fewer:
+                exc = fewer
+        return _SchemaRefusal(count, _schema_problems(exc))
+
+
+_MANY_PROBLEMS = 256
+
+
+def _invalid_json(exc: strict_json.StrictJSONError) -> ManifestRefusal:
+    return ManifestRefusal(
+        ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {exc.reason}.", check="json"
+    )
 
 
 def parse_manifest(content: bytes) -> TrainingManifest:
-    """Strict JSON -> secret scan -> schema, or raise `ManifestRefusal`."""
+    """Strict JSON -> secret scan -> character rule -> schema, or raise `ManifestRefusal`.
+
+    The refusals come in that order. The schema is consulted first, silently: a document it refuses
+    is refused whatever the scan finds, so the scan may bound its work there (see `secret_scan.scan`);
+    a document it accepts is scanned in full. The nesting limit of strict JSON is checked before any
+    refusal is raised; a document the schema accepts nests five levels at most.
+    """
     try:
-        document = strict_json.loads(content)
+        text = strict_json.decode(content)
+        document = strict_json.loads_text(text, max_depth=None)
     except strict_json.StrictJSONError as exc:
-        raise ManifestRefusal(
-            ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {exc.reason}.", check="json"
-        ) from None
-    findings = secret_scan.scan(document, source=content)
+        raise _invalid_json(exc) from None
+    validated = _validate(document)
+
+    def refuse(refusal: ManifestRefusal) -> ManifestRefusal:
+        if strict_json.depth_exceeds(document):
+            return _invalid_json(strict_json.too_deep())
+        return refusal
+
+    strings = secret_scan.DocumentStrings(document)
+    findings = secret_scan.scan(document, source=text, strings=strings,
+                                bounded=isinstance(validated, _SchemaRefusal))
     if findings:
-        raise ManifestRefusal(
+        raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,
             f"The manifest contains {len(findings)} value(s) that look like credentials; "
             "see details.findings for where. The values are not shown.",
             check="secret_scan",
             details={"findings": [f.as_dict() for f in findings]},
-        )
-    text = content.decode("utf-8", "replace")
-    quick = _FORBIDDEN_RAW.search(text) is None and _FORBIDDEN_ESCAPE.search(text) is None
-    characters = [] if quick else _character_problems(document)
+        ))
+    characters = character_problems(document, *strings.get()) if may_hold_forbidden(content) else []
     if characters:
         classes = sorted({str(p["problem"]) for p in characters})
-        raise ManifestRefusal(
+        raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,
             f"The manifest contains characters that could make a reviewer see something other than what is "
             f"submitted ({', '.join(classes)}); see details.problems for where. They are not shown.",
             check="schema",
             details={"problems": characters},
-        )
+        ))
     if not isinstance(document, dict):
-        raise ManifestRefusal(
+        raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA, "The manifest must be a JSON object.", check="schema",
             details={"problems": [{"pointer": "", "problem": "must be an object"}]},
-        )
-    try:
-        return TrainingManifest.model_validate(document, strict=True)
-    except ValidationError as exc:
-        problems = _schema_problems(exc)
-        raise ManifestRefusal(
+        ))
+    if isinstance(validated, _SchemaRefusal):
+        raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,
-            f"The manifest does not match {SCHEMA_VERSION} ({exc.error_count()} problem(s); see details.problems).",
+            f"The manifest does not match {SCHEMA_VERSION} ({validated.count} problem(s); see details.problems).",
             check="schema",
-            details={"problems": problems},
-        ) from None
+            details={"problems": validated.problems},
+        ))
+    return validated
 
 
 class DigestedManifest(BaseModel):
@@ -430,14 +494,22 @@ class DigestedManifest(BaseModel):
 
     def summary(self) -> dict[str, Any]:
         review = self.manifest.review()
+        text = review_text(review, self.file.sha256)
         return {
             "path": self.file.path,
             "sha256": self.file.sha256,
             "size_bytes": self.file.size_bytes,
             "schema_version": SCHEMA_VERSION,
-            "review": review,
-            "review_text": review_text(review, self.file.sha256),
+            "review": LocalTree(review, sources=review_sources(review, text), ascii_printable=_ascii_printable(
+                self.file.content)),
+            "review_text": text,
         }
+
+
+def _ascii_printable(content: bytes) -> bool:
+    """For a manifest that passed gate 2: ASCII bytes without a `\\u` escape decode to ASCII strings,
+    in which the character rule left no control character but tab and newline (in the description)."""
+    return content.isascii() and (b"\\" not in content or b"\\u" not in content)  # one byte first: memchr
 
 
 def digest_manifest_file(

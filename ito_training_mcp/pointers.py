@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 MASK = "*"
 MAX_POINTER_CHARS = 200
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def escape_token(token: str) -> str:
@@ -28,7 +28,7 @@ def key_token(key: str) -> str:
     """One object key as a pointer token: the escaped key when it is harmless, else `*`."""
     from .secret_scan import value_kinds  # lazy: keeps start-up light
 
-    if not _PLAIN_KEY.fullmatch(key) or value_kinds(key):
+    if not PLAIN_KEY.fullmatch(key) or value_kinds(key):
         return MASK
     return escape_token(key)
 

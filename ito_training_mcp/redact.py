@@ -7,7 +7,6 @@ server; nothing else should call it directly.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 
@@ -61,10 +60,6 @@ class Redactor:
     def holds_known(self, text: str) -> bool:
         """Does this text contain a registered secret?"""
         return any(secret in text for secret in self._secrets)
-
-    def holds_known_in_json(self, text: str) -> bool:
-        """Does this JSON text encode a string holding a registered secret?"""
-        return any(secret in text or json.dumps(secret)[1:-1] in text for secret in self._secrets)
 
     def holds_secret(self, text: str) -> bool:
         """Does this text contain a registered secret or a provider token shape?"""

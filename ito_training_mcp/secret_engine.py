@@ -55,6 +55,24 @@ class Engine(Protocol):
     def invisible(self, data: Any, pos: int) -> tuple[int, int] | None:
         """The first invisible character (see secret_rules.INVISIBLE_RANGES) at or after `pos`."""
 
+    def rule_anchor(self, data: Any) -> tuple[int, frozenset[int]] | None:
+        """Where the first anchor of any rule in `data` ends, and the rules it triggers (empty when the
+        text found cannot be told apart: the caller then asks `anchored_rules`); None when no rule's
+        anchor occurs. A search that stops at the first anchor, not a pass that finds them all."""
+
+    def other_rule_anchor(self, rules: frozenset[int], data: Any, pos: int = 0) -> int:
+        """Where the first anchor (at or after `pos`) of a rule not in `rules` ends in `data`, or -1."""
+
+    def invisible_or_rule_anchor(self, data: Any) -> tuple[int, frozenset[int] | None] | None:
+        """One search for whichever comes first, an invisible character or a rule's anchor: (end,
+        None) for the character, (end, rules) as `rule_anchor` for the anchor, None for neither."""
+
+    def rule_or_other(self, rules: frozenset[int], others_than: frozenset[int], data: Any,
+                      pos: int) -> tuple[int, int] | None:
+        """One search from `pos` for whichever comes first: a match of one of `rules` (boundary
+        checked), or an anchor of a rule not in `others_than`. (rule, start) for a match, (-1, start)
+        for such an anchor, None for neither."""
+
 
 def _ascii_anchors() -> list[tuple[str, bool]]:
     anchors = {(a, rule.fold) for rule in RULES for a in rule.anchors}
@@ -87,7 +105,7 @@ class _LiteralScanner:
             return True  # stop: matches come in order of their end
 
         with contextlib.suppress(self._hs.ScanTerminated):
-            self._db.scan(data[pos:] if pos else data, match_event_handler=on_match, scratch=scratch)
+            self._db.scan(memoryview(data)[pos:] if pos else data, match_event_handler=on_match, scratch=scratch)
         return pos + found[0] if found else -1
 
 
@@ -104,6 +122,86 @@ def _anchor_table() -> tuple[list[str], list[tuple[int, ...]]]:
     for stem in secret_rules.KEY_NAME_STEMS:
         triggers.setdefault(_anchor_pattern(stem, True), [])
     return list(triggers), [tuple(v) for v in triggers.values()]
+
+
+class _AnchorProbe:
+    """The searches behind `rule_anchor` and `other_rule_anchor`, for one engine's `compile`."""
+
+    def __init__(self, compile_: Any, prepare: Any, dialect: Any, invisible: str) -> None:
+        self._compile = compile_
+        self._dialect = dialect
+        self._invisible = compile_(invisible)
+        entries: dict[tuple[str, bool], set[int]] = {}
+        for index, rule in enumerate(RULES):
+            for anchor in rule.anchors:
+                entries.setdefault((anchor, rule.fold), set()).add(index)
+        self._entries = entries
+        self._exact = {prepare(anchor): frozenset(rules) for (anchor, fold), rules in entries.items() if not fold}
+        self._folded: dict[str, set[int]] = {}
+        for (anchor, fold), rules in entries.items():
+            if fold:
+                self._folded.setdefault(anchor.lower(), set()).update(rules)
+        self._any = compile_(self._alternation(entries))
+        self._any_or_invisible = compile_(f"{invisible}|{self._alternation(entries)}")
+        self._others: dict[frozenset[int], Any] = {}  # compiled on first use, per set of rules
+        self._combined: dict[tuple[frozenset[int], frozenset[int]], Any] = {}  # likewise
+        self._own = [compile_(dialect(_bounded(rule) if rule.boundary else rule.pattern)) for rule in RULES]
+
+    @staticmethod
+    def _alternation(entries: Any) -> str:
+        return "|".join(_anchor_pattern(anchor, fold) for anchor, fold in sorted(entries))
+
+    def first(self, data: Any) -> tuple[int, frozenset[int]] | None:
+        return self._named(self._any.search(data))
+
+    def first_or_invisible(self, data: Any) -> tuple[int, frozenset[int] | None] | None:
+        match = self._any_or_invisible.search(data)
+        if match is not None and self._invisible.match(data, int(match.start())) is not None:
+            return int(match.end()), None
+        return self._named(match)
+
+    def _named(self, match: Any) -> tuple[int, frozenset[int]] | None:
+        if match is None:
+            return None
+        found = match.group()
+        text = found.decode("utf-8", "surrogatepass") if isinstance(found, bytes) else found
+        return int(match.end()), self._exact.get(found, frozenset()) | frozenset(self._folded.get(text.lower(), ()))
+
+    def _other_alternation(self, rules: frozenset[int]) -> str:
+        return self._alternation({entry for entry, triggered in self._entries.items() if triggered - rules})
+
+    def _others_pattern(self, rules: frozenset[int]) -> Any:
+        if rules not in self._others:
+            pattern = self._compile(self._other_alternation(rules))
+            if len(self._others) >= 256:  # the rules of one anchor, or of a few: never many sets
+                return pattern
+            self._others[rules] = pattern
+        return self._others[rules]
+
+    def other(self, rules: frozenset[int], data: Any, pos: int) -> int:
+        match = self._others_pattern(rules).search(data, pos)
+        return -1 if match is None else int(match.end())
+
+    def rule_or_other(self, rules: frozenset[int], others_than: frozenset[int], data: Any,
+                      pos: int) -> tuple[int, int] | None:
+        key = (rules, others_than)
+        pattern = self._combined.get(key)
+        if pattern is None:
+            own = "|".join(f"(?:{self._dialect(_bounded(RULES[r]) if RULES[r].boundary else RULES[r].pattern)})"
+                           for r in sorted(rules))
+            # The other anchors first: where an anchor and a match start at one place, the anchor is found.
+            pattern = self._compile(f"(?:{self._other_alternation(others_than)})|{own}")
+            if len(self._combined) < 256:
+                self._combined[key] = pattern
+        match = pattern.search(data, pos)
+        if match is None:
+            return None
+        start = int(match.start())
+        if self._others_pattern(others_than).match(data, start) is not None:
+            return -1, start
+        # Which rule matched there. Should none of them match on its own (it cannot), the answer is
+        # "another anchor": the caller then reports or checks in full rather than guess.
+        return next((r for r in sorted(rules) if self._own[r].match(data, start) is not None), -1), start
 
 
 def _bounded(rule: Rule) -> str:
@@ -130,6 +228,8 @@ class Re2Engine:
         self._forbidden_before = [frozenset(secret_rules.boundary_chars(rule.boundary).encode()) for rule in RULES]
         self._key_name = re2.compile(secret_rules.for_re2(secret_rules.KEY_NAME), options)
         self._invisible = re2.compile(secret_rules.invisible_class(re2=True), options)
+        self._probe = _AnchorProbe(lambda pattern: re2.compile(pattern, options), self.prepare, secret_rules.for_re2,
+                                   secret_rules.invisible_class(re2=True))
 
     def prepare(self, text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
@@ -156,6 +256,19 @@ class Re2Engine:
         match = self._invisible.search(data, pos)
         return None if match is None else (int(match.start()), int(match.end()))
 
+    def rule_anchor(self, data: bytes) -> tuple[int, frozenset[int]] | None:
+        return self._probe.first(data)
+
+    def other_rule_anchor(self, rules: frozenset[int], data: bytes, pos: int = 0) -> int:
+        return self._probe.other(rules, data, pos)
+
+    def invisible_or_rule_anchor(self, data: bytes) -> tuple[int, frozenset[int] | None] | None:
+        return self._probe.first_or_invisible(data)
+
+    def rule_or_other(self, rules: frozenset[int], others_than: frozenset[int], data: bytes,
+                      pos: int) -> tuple[int, int] | None:
+        return self._probe.rule_or_other(rules, others_than, data, pos)
+
 
 class PythonEngine:
     name = "python"
@@ -170,6 +283,8 @@ class PythonEngine:
         self._forbidden_before = [frozenset(secret_rules.boundary_chars(rule.boundary)) for rule in RULES]
         self._key_name = re.compile(secret_rules.for_python(secret_rules.KEY_NAME))
         self._invisible = re.compile(secret_rules.invisible_class(re2=False))
+        self._probe = _AnchorProbe(re.compile, self.prepare, secret_rules.for_python,
+                                   secret_rules.invisible_class(re2=False))
 
     def prepare(self, text: str) -> str:
         return text
@@ -195,6 +310,19 @@ class PythonEngine:
     def invisible(self, data: str, pos: int) -> tuple[int, int] | None:
         match = self._invisible.search(data, pos)
         return None if match is None else (match.start(), match.end())
+
+    def rule_anchor(self, data: str) -> tuple[int, frozenset[int]] | None:
+        return self._probe.first(data)
+
+    def other_rule_anchor(self, rules: frozenset[int], data: str, pos: int = 0) -> int:
+        return self._probe.other(rules, data, pos)
+
+    def invisible_or_rule_anchor(self, data: str) -> tuple[int, frozenset[int] | None] | None:
+        return self._probe.first_or_invisible(data)
+
+    def rule_or_other(self, rules: frozenset[int], others_than: frozenset[int], data: str,
+                      pos: int) -> tuple[int, int] | None:
+        return self._probe.rule_or_other(rules, others_than, data, pos)
 
 
 def _first_bounded(pattern: Any, bounded: Any, forbidden: frozenset[Any], data: Sequence[Any],

@@ -22,26 +22,33 @@ walk at all; anything found there is settled by the walk, which alone knows JSON
 
 from __future__ import annotations
 
-import re
+import bisect
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from . import pointers
 from .secret_engine import Engine, default_engine
 from .secret_rules import RULES
 
 MAX_FINDINGS = 20
-_POINTER_MAX = 200
+_POINTER_MAX = pointers.MAX_POINTER_CHARS
 _MAX_SEGMENTS = 64
 _KEY_NAME = "credential_key_name"
 # A string with more distinct invisible characters than this is reported rather than cleaned: no
 # legitimate text needs so many (a few flags of subdivisions use about ten), and each costs a pass.
 _MAX_INVISIBLE_KINDS = 12
 HIDDEN = "hidden_characters"
+# In a bounded scan (a document the caller will refuse anyway), a string reported rather than searched
+# (see `scan`).
+UNEXAMINED = "unexamined"
+BOUNDED_PASSES = 3  # the work a bounded scan may spend: this many passes over the document's text ...
+BOUNDED_FLOOR = 1 << 18  # ... plus this many bytes, so that no small document is ever cut short
+LONG_STRING = 1 << 16  # in a bounded scan, a string longer than this is searched for one format at most
 _CONTAINERS = (dict, list)
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_PLAIN_KEY = pointers.PLAIN_KEY  # one rule for which keys are shown, kept in pointers.py
 
 
 @dataclass(frozen=True)
@@ -57,12 +64,25 @@ class Finding:
         return {"pointer": self.pointer, "kind": self.kind, "in_key": self.in_key}
 
 
-def escape_pointer_token(token: str) -> str:
-    """One JSON-pointer reference token (RFC 6901): `~` as `~0`, `/` as `~1`."""
-    return token.replace("~", "~0").replace("/", "~1")
+escape_pointer_token = pointers.escape_token  # one JSON-pointer reference token (RFC 6901)
 
 
-_escape = escape_pointer_token  # the name manifest.py has used
+class _Budget:
+    """Bytes of anchor and rule searching a bounded scan may still spend (None: unbounded). A search is
+    started only when the rest covers a whole pass over its text, and charged what it read."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.left = limit
+
+    def affords(self, amount: int) -> bool:
+        return self.left is None or amount <= self.left
+
+    def spend(self, amount: int) -> None:
+        if self.left is not None:
+            self.left -= amount
+
+
+_UNBOUNDED = _Budget(None)
 
 
 def normalize(text: str) -> str | None:
@@ -98,15 +118,49 @@ def normalize(text: str) -> str | None:
     return unicodedata.normalize("NFKC", text)  # removing one can bring two composable characters together
 
 
-def _kinds(engine: Engine, data: Any, memo: dict[Any, set[str]] | None = None) -> set[str]:
+class _Memo:
+    """What each string holds, once per scan (the raw JSON text and the walk meet the same strings).
+    Keyed by length and ends, then compared whole: hashing a mebibyte-long string would cost more
+    than comparing it."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[tuple[int, Any, Any], list[tuple[Any, set[str]]]] = {}
+
+    def get(self, data: Any) -> set[str] | None:
+        for seen, kinds in self._buckets.get((len(data), data[:8], data[-8:]), ()):
+            if seen == data:
+                return kinds
+        return None
+
+    def put(self, data: Any, kinds: set[str]) -> None:
+        self._buckets.setdefault((len(data), data[:8], data[-8:]), []).append((data, kinds))
+
+
+def _kinds(engine: Engine, data: Any, memo: _Memo | None = None, budget: _Budget = _UNBOUNDED) -> set[str]:
     if memo is not None:
-        if data not in memo:
-            memo[data] = _kinds(engine, data)
-        return memo[data]
+        known = memo.get(data)
+        if known is None:
+            known = _kinds(engine, data, None, budget)
+            memo.put(data, known)
+        return known
+    if not budget.affords(len(data)):
+        return {UNEXAMINED}
+    if len(data) > LONG_STRING:
+        long_kinds = _long_kinds(engine, data, budget)
+        if long_kinds is not None:
+            return long_kinds
+    budget.spend(len(data))
     kinds: set[str] = set()
     for index in sorted(engine.anchored_rules(data)):
         kind = RULES[index].kind
-        if kind not in kinds and engine.rule_match(index, data) is not None:
+        if kind in kinds:
+            continue
+        if not budget.affords(len(data)):
+            kinds.add(UNEXAMINED)
+            break
+        match = engine.rule_match(index, data)
+        budget.spend(len(data) if match is None else match[1])
+        if match is not None:
             kinds.add(kind)
     return kinds
 
@@ -126,11 +180,51 @@ def credential_key_name(key: str) -> bool:
     return clean is not None and engine.key_name_match(engine.prepare(clean)) is not None
 
 
-def _key_kinds(engine: Engine, data: Any, memo: dict[Any, set[str]] | None = None) -> set[str]:
+def _long_kinds(engine: Engine, data: Any, budget: _Budget) -> set[str] | None:
+    """A long string, checked without the pass that finds every anchor (which costs more than a rule
+    search): the formats that its first anchor calls for are searched, together with the anchors of
+    every other format, in one search that stops at whichever comes first. A match is a finding, and
+    the search goes on from it for the formats left. Another format's anchor makes the string
+    UNEXAMINED in a bounded scan; otherwise (and when the first anchor's formats cannot be told) the
+    answer is None: the full check decides. A long log page with one credential word costs two
+    searches instead of the anchor pass and a search per format."""
+    bounded = budget.left is not None
+    probe = engine.rule_anchor(data)
+    budget.spend(len(data) if probe is None else probe[0])
+    if probe is None:
+        return set()
+    first = probe[1]
+    if not first:
+        return None
+    kinds: set[str] = set()
+    left, pos = first, 0
+    while left:
+        found = engine.rule_or_other(left, first, data, pos)
+        budget.spend(len(data) - pos if found is None else found[1] - pos)
+        if found is None:
+            return kinds
+        rule, pos = found
+        if rule < 0:
+            return kinds | {UNEXAMINED} if bounded else None
+        kinds.add(RULES[rule].kind)
+        left = frozenset(r for r in left if RULES[r].kind not in kinds)
+    other = engine.other_rule_anchor(first, data, pos)  # every format found: is any other's anchor left?
+    budget.spend(len(data) - pos if other < 0 else other - pos)
+    if other < 0:
+        return kinds
+    return kinds | {UNEXAMINED} if bounded else None
+
+
+def _key_kinds(engine: Engine, data: Any, memo: _Memo | None = None,
+               budget: _Budget = _UNBOUNDED) -> set[str]:
     """A key holding a token shape reports that; a key that merely names a credential, the name."""
-    kinds = set(_kinds(engine, data, memo))
-    if not kinds and engine.key_name_match(data) is not None:
-        kinds.add(_KEY_NAME)
+    kinds = set(_kinds(engine, data, memo, budget))
+    if not kinds:
+        if not budget.affords(len(data)):
+            kinds.add(UNEXAMINED)
+        elif engine.key_name_match(data) is not None:
+            kinds.add(_KEY_NAME)
+        budget.spend(len(data))
     return kinds
 
 
@@ -141,41 +235,72 @@ def _separator(data: Any, char: str) -> Any:
     return char.encode() if isinstance(data, bytes) else char
 
 
-def _joined(texts: list[str], found: dict[int, set[str]]) -> str:
-    """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out."""
+def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool) -> str:
+    """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out,
+    and so is (in a bounded scan) a long text that holds invisible characters at all."""
     joined = "\x00".join(texts)
-    if joined.isascii() and joined.count("\x00") == len(texts) - 1:
+    nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
+    if joined.isascii() and nul_free:
         return joined  # the common case, settled in two passes over the bytes
-    cleaned = [normalize(text) for text in texts]
+    cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text) for text in texts]
     for index, text in enumerate(cleaned):
         if text is None:
             found[index] = {HIDDEN}
-    return "\x00".join(text or "" for text in cleaned)
+        elif text is _UNCLEANED:
+            found[index] = {UNEXAMINED}
+    return "\x00".join(text if text and text is not _UNCLEANED else "" for text in cleaned)
 
 
-def _locate(engine: Engine, texts: list[str], keys: bool, memo: dict[Any, set[str]]) -> dict[int, set[str]]:
+_UNCLEANED = "\x00unexamined"  # `_clean_long`'s answer for a text it did not clean (never a cleaned text)
+
+
+def _clean_long(text: str) -> str:
+    """`normalize` for a long text in a bounded scan: NFKC, but invisible characters are not removed
+    (one copy of the text per kind): a long text holding any is not examined (`_UNCLEANED`), and
+    neither is one whose anchors, as it stands, already call for several formats (the two searches
+    of `_long_kinds`, before paying for normalisation)."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    engine = default_engine()
+    data = engine.prepare(text)
+    probe = engine.invisible_or_rule_anchor(data)  # as it stands, before paying for NFKC
+    if probe is not None:
+        end, rules = probe
+        if rules is None or (rules and engine.other_rule_anchor(rules, data) >= 0):
+            return _UNCLEANED
+        if engine.invisible(data, end) is not None:  # none came before the anchor
+            return _UNCLEANED
+    normalized = unicodedata.normalize("NFKC", text)
+    if normalized is not text and engine.invisible(engine.prepare(normalized), 0) is not None:
+        return _UNCLEANED  # NFKC can make one (a half-width Hangul filler becomes U+1160)
+    return normalized
+
+
+def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
+            budget: _Budget) -> dict[int, set[str]]:
     """The kinds found in each of `texts`, for the strings that have any.
 
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
     found: dict[int, set[str]] = {}
-    data = engine.prepare(_joined(texts, found))
+    joined = _joined(texts, found, budget.left is not None)
+    data = engine.prepare(joined)
+    next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
-    check = _key_kinds if keys else _kinds
     pos = index = counted = checked = 0
     while len(found) < MAX_FINDINGS:
-        at = engine.next_anchor(data, pos)
+        at = next_anchor(data, pos)
         if at < 0:
             return found
         if checked == _MAX_SEGMENTS:
-            _locate_by_rules(engine, data, sep, pos, index, keys, found)
+            _locate_by_rules(engine, data, sep, pos, index, keys, found, budget)
             return found
         checked += 1
         index += data.count(sep, counted, at)
         start = data.rfind(sep, 0, at) + 1
         end = data.find(sep, at)
         end = len(data) if end < 0 else end
-        kinds = check(engine, data[start:end], memo)
+        kinds = (_key_kinds if keys else _kinds)(engine, data[start:end], memo, budget)
         if kinds:
             found[index] = set(kinds)
         pos = counted = end + 1
@@ -183,10 +308,33 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: dict[Any, set[st
     return found
 
 
+def _unexamined(engine: Engine, data: Any, sep: Any, pos: int, index: int, found: dict[int, set[str]]) -> None:
+    """The work is spent: every further string holding an anchor is reported unexamined (up to the
+    findings limit), without searching its rules."""
+    counted = pos
+    while len(found) < MAX_FINDINGS:
+        at = engine.next_anchor(data, pos)
+        if at < 0:
+            return
+        index += data.count(sep, counted, at)
+        kinds = found.setdefault(index, set())
+        kinds.discard(_KEY_NAME)
+        kinds.add(UNEXAMINED)
+        end = data.find(sep, at)
+        if end < 0:
+            return
+        pos = counted = end + 1
+        index += 1
+
+
 def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, keys: bool,
-                     found: dict[int, set[str]]) -> None:
+                     found: dict[int, set[str]], budget: _Budget) -> None:
     """After many candidate strings: every rule that can still match runs once over the rest."""
     rest = data[pos:]
+    if not budget.affords(len(rest)):
+        _unexamined(engine, data, sep, pos, index, found)
+        return
+    budget.spend(len(rest))
     searches: list[tuple[str, Any]] = [
         (RULES[rule].kind, lambda d, p, rule=rule: engine.rule_match(rule, d, p))
         for rule in sorted(engine.anchored_rules(rest))
@@ -194,6 +342,10 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
     if keys:
         searches.append((_KEY_NAME, engine.key_name_match))
     for kind, search in searches:
+        if not budget.affords(len(rest)):
+            _unexamined(engine, data, sep, pos, index, found)
+            return
+        budget.spend(len(rest))
         at, at_index, counted, hits = pos, index, pos, 0
         while hits < MAX_FINDINGS:
             match = search(data, at)
@@ -216,7 +368,7 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
             at_index += 1
 
 
-def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> bool:
+def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget) -> bool:
     """True when the JSON text (ASCII, no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -234,12 +386,13 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> 
         end = data.find(quote, at)
         end = len(data) if end < 0 else end
         segment = data[start:end]
-        if _kinds(engine, segment, memo):
+        if _kinds(engine, segment, memo, budget):
             return False
         after = data[end + 1:end + 65]
         is_key = after.lstrip()[:1] == colon or (len(after) == 64 and not after.strip())  # long whitespace: assume
-        if is_key and engine.key_name_match(segment) is not None:
+        if is_key and (not budget.affords(len(segment)) or engine.key_name_match(segment) is not None):
             return False
+        budget.spend(len(segment) if is_key else 0)
         pos = end + 1
     return engine.next_ascii_anchor(data, pos) < 0
 
@@ -247,90 +400,169 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: dict[Any, set[str]]) -> 
 # ---------------------------------------------------------------------------- documents
 
 
-def _collect(document: Any) -> tuple[list[str], list[str]]:
-    """Every distinct key, and every string value in the order `_pointers` visits them."""
+class _Span(NamedTuple):
+    """One container as `_collect` visits it: its place (parent span, name in it) and its strings."""
+
+    node: Any
+    parent: int  # index of the parent's span; -1 for the document itself
+    name: str | int  # its key or index in the parent (unused for the document itself)
+    first: int  # index in `values` of its first string value
+    strings: int  # how many string values it holds
+    only_strings: bool  # every child is a string (then a value's position is its index minus `first`)
+
+
+def _collect(document: Any) -> tuple[list[str], list[str], list[_Span]]:
+    """Every distinct key, every string value in the order `_pointers` visits them, and the containers
+    in that order. A container holding nothing but strings (a long list of labels) is taken whole."""
     keys: dict[str, None] = {}
-    values: list[str] = [document] if type(document) is str else []
-    stack = [document] if type(document) in _CONTAINERS else []
+    values: list[str] = [document] if isinstance(document, str) else []
+    spans: list[_Span] = []
+    stack: list[tuple[Any, int, str | int]] = [(document, -1, "")] if type(document) in _CONTAINERS else []
     while stack:
-        node = stack.pop()
+        node, parent, name = stack.pop()
         if type(node) is dict:
             keys.update(dict.fromkeys(node))
             children: Any = node.values()
         else:
             children = node
-        values += [child for child in children if type(child) is str]
-        stack += [child for child in children if type(child) in _CONTAINERS]
-    return list(keys), values
+        first = len(values)
+        try:
+            "".join(children)  # are they all strings? C speed, and no copy is kept
+        except TypeError:
+            values += [child for child in children if isinstance(child, str)]
+            items = node.items() if type(node) is dict else enumerate(node)
+            spans.append(_Span(node, parent, name, first, len(values) - first, False))
+            stack += [(child, len(spans) - 1, key) for key, child in items if type(child) in _CONTAINERS]
+        else:
+            values += children
+            spans.append(_Span(node, parent, name, first, len(values) - first, True))
+    return list(keys), values, spans
 
 
-def _pointers(document: Any, key_kinds: dict[str, list[str]], value_kinds_at: dict[int, set[str]],
-              mask: dict[str, bool]) -> Iterator[Finding]:
-    """The findings in document order (containers depth-first, last pushed first, as `_collect`).
+class DocumentStrings:
+    """Every distinct key and every string value of a parsed document, collected on first use: the
+    scanner and the manifest's character rule both need them, and one walk serves both."""
 
-    A pointer is built for a finding and for each container on the way, not for every member:
-    a container whose keys and strings hold nothing costs a few C-level list operations.
-    """
-    if type(document) is str:
+    def __init__(self, document: Any) -> None:
+        self.document = document
+        self._collected: tuple[list[str], list[str], list[_Span]] | None = None
+
+    def _all(self) -> tuple[list[str], list[str], list[_Span]]:
+        if self._collected is None:
+            self._collected = _collect(self.document)
+        return self._collected
+
+    def get(self) -> tuple[list[str], list[str]]:
+        keys, values, _ = self._all()
+        return keys, values
+
+    def spans(self) -> list[_Span]:
+        return self._all()[2]
+
+
+def _pointers(document: Any, spans: list[_Span], key_kinds: dict[str, list[str]],
+              value_kinds_at: dict[int, set[str]], token: Callable[[str | int], str]) -> Iterator[Finding]:
+    """The findings in document order (containers in the order `_collect` visited them; within one,
+    by position, a key before its value). A pointer is built only for a container that holds a
+    finding (and its ancestors): a long list of clean strings costs one step."""
+    if isinstance(document, str):
         yield from (Finding("", kind) for kind in sorted(value_kinds_at.get(0, ())))
-    index = int(type(document) is str)
-    pending = sorted(value_kinds_at, reverse=True)
-    stack: list[tuple[Any, str]] = [(document, "")] if type(document) in _CONTAINERS else []
-    while stack:
-        node, pointer = stack.pop()
-        names: list[Any] = list(node) if type(node) is dict else list(range(len(node)))
-        children = list(node.values()) if type(node) is dict else node
-        strings = [i for i, child in enumerate(children) if type(child) is str]
+    pending = sorted(value_kinds_at)
+    next_pending = bisect.bisect_left(pending, int(isinstance(document, str)))
+    built: dict[int, str] = {}
+
+    def pointer_of(span: int) -> str:
+        chain = []
+        while span >= 0 and span not in built:
+            chain.append(span)
+            span = spans[span].parent
+        text = built.get(span, "")
+        for index in reversed(chain):
+            if spans[index].parent >= 0:
+                text = f"{text}/{token(spans[index].name)}"
+            built[index] = text
+        return text
+
+    for index, span in enumerate(spans):
         events: list[tuple[int, int, list[str]]] = []  # (position, 0 key / 1 value, kinds)
+        node = span.node
         if key_kinds and type(node) is dict and not key_kinds.keys().isdisjoint(node):
-            events += [(i, 0, key_kinds[name]) for i, name in enumerate(names) if name in key_kinds]
-        while pending and pending[-1] < index + len(strings):
-            at = pending.pop()
-            events.append((strings[at - index], 1, sorted(value_kinds_at[at])))
-        for position, is_value, kinds in sorted(events):
-            child_pointer = f"{pointer}/{_token(names[position], mask)}"
-            yield from (Finding(child_pointer, kind, in_key=not is_value) for kind in kinds)
-        index += len(strings)
-        stack += [(child, f"{pointer}/{_token(names[i], mask)}") for i, child in enumerate(children)
-                  if type(child) in _CONTAINERS]
+            events += [(i, 0, key_kinds[name]) for i, name in enumerate(node) if name in key_kinds]
+        end = next_pending
+        while end < len(pending) and pending[end] < span.first + span.strings:
+            end += 1
+        if end > next_pending:
+            children = list(node.values()) if type(node) is dict else node
+            positions = (range(len(children)) if span.only_strings
+                         else [i for i, child in enumerate(children) if isinstance(child, str)])
+            events += [(positions[at - span.first], 1, sorted(value_kinds_at[at])) for at in pending[next_pending:end]]
+            next_pending = end
+        if events:
+            base = pointer_of(index)
+            names: list[Any] = list(node) if type(node) is dict else list(range(len(node)))
+            for position, is_value, kinds in sorted(events):
+                child_pointer = f"{base}/{token(names[position])}"
+                yield from (Finding(child_pointer, kind, in_key=not is_value) for kind in kinds)
 
 
-def _token(name: str | int, mask: dict[str, bool]) -> str:
-    if isinstance(name, int):
-        return str(name)
-    masked = mask.get(name)
-    if masked is None:
-        masked = not _PLAIN_KEY.fullmatch(name)
-    return "*" if masked else escape_pointer_token(name)
+def _tokens() -> Callable[[str | int], str]:
+    """Pointer tokens as `pointers.key_token` makes them (one masking rule for every pointer a
+    manifest refusal reports), each key's once per scan."""
+    cache: dict[str, str] = {}
+
+    def token(name: str | int) -> str:
+        if isinstance(name, int):
+            return str(name)
+        shown = cache.get(name)
+        if shown is None:
+            shown = cache[name] = pointers.key_token(name)
+        return shown
+
+    return token
 
 
-def scan(document: Any, *, source: bytes | str | None = None) -> list[Finding]:
+def _text_size(source: bytes | str | None, strings: DocumentStrings) -> int:
+    if source is not None:
+        return len(source)
+    keys, values = strings.get()
+    return sum(map(len, keys)) + sum(map(len, values))
+
+
+def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentStrings | None = None,
+         bounded: bool = False) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it is ASCII without
-    escapes, a document with nothing to report is settled on that text alone.
+    escapes, a document with nothing to report is settled on that text alone. `strings`, if given,
+    collects the document's keys and strings once for this scan and the caller.
+
+    `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
+    so never a valid manifest): the anchor and rule searches may then spend at most BOUNDED_PASSES
+    passes over the text plus BOUNDED_FLOOR bytes. A string whose searches do not fit in what is left
+    is reported as UNEXAMINED instead of searched: a single string that holds the anchors of many
+    formats (every format's prefix, or a mebibyte of random text) would otherwise make each of those
+    rules search all of it. Without `bounded` every rule that an anchor calls for is searched.
     """
     engine = default_engine()
-    memo: dict[Any, set[str]] = {}  # what a string holds, once per scan
+    strings = strings or DocumentStrings(document)
+    budget = _Budget(BOUNDED_PASSES * _text_size(source, strings) + BOUNDED_FLOOR if bounded else None)
+    memo = _Memo()
     if source is not None:
         try:
             text = source if isinstance(source, str) else source.decode("utf-8")
         except UnicodeDecodeError:
             text = "\\"
-        if text.isascii() and "\\" not in text and _raw_text_is_clean(engine, text, memo):
+        if text.isascii() and "\\" not in text and _raw_text_is_clean(engine, text, memo, budget):
             return []
 
-    keys, values = _collect(document)
-    key_found = _locate(engine, keys, True, memo)
+    keys, values = strings.get()
+    key_found = _locate(engine, keys, True, memo, budget)
     key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
-    value_found = _locate(engine, values, False, memo)
+    value_found = _locate(engine, values, False, memo, budget)
     if not key_kinds and not value_found:
         return []
-    # A key that holds a token shape, or is not a plain identifier, shows as `*`.
-    mask = {key: not _PLAIN_KEY.fullmatch(key) or any(k != _KEY_NAME for k in kinds)
-            for key, kinds in key_kinds.items()}
     findings: list[Finding] = []
-    for finding in _pointers(document, key_kinds, value_found, mask):
+    for finding in _pointers(document, strings.spans(), key_kinds, value_found, _tokens()):
         findings.append(finding)
         if len(findings) >= MAX_FINDINGS:
             break

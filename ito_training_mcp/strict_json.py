@@ -60,8 +60,9 @@ _FLOAT_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_finite_
 _CONTAINERS = (dict, list)  # what the decoders build; nothing else holds children
 
 
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """Level by level, iteratively, so a hostile document cannot exhaust the stack here."""
+def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Is `value` nested deeper than `limit` levels of arrays and objects? Level by level,
+    iteratively, so a hostile document cannot exhaust the stack here."""
     level = [value] if type(value) in _CONTAINERS else []
     depth = 0
     while level:
@@ -70,24 +71,46 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
             return True
         below: list[Any] = []
         for node in level:
-            below += [child for child in (node.values() if type(node) is dict else node)
-                      if type(child) in _CONTAINERS]
+            children = node.values() if type(node) is dict else node
+            try:
+                "".join(children)  # nothing but strings (a long list of labels): no level below, at C speed
+            except TypeError:
+                below += [child for child in children if type(child) in _CONTAINERS]
         level = below
     return False
 
 
-def loads(data: bytes, *, max_depth: int = MAX_DEPTH, decimal_fractions: bool = True) -> Any:
+def too_deep(max_depth: int = MAX_DEPTH) -> StrictJSONError:
+    return StrictJSONError(f"nesting is deeper than {max_depth} levels")
+
+
+def loads(data: bytes, *, max_depth: int | None = MAX_DEPTH, decimal_fractions: bool = True) -> Any:
     """Parse UTF-8 JSON bytes strictly or raise `StrictJSONError`.
 
     `decimal_fractions` (the default, for reviewed manifests) parses numbers with a fraction as
     `Decimal`; without it they are floats (backend answers, where money is a string by contract).
+    `max_depth=None` leaves the nesting check (one walk over every container) to the caller, who
+    must then call `depth_exceeds` before trusting or reporting anything about the document:
+    the manifest gate does, and skips it when its closed schema accepted the document (the schema
+    nests five levels, so a document it accepts is never too deep). Nesting the parser itself
+    cannot handle is refused here in any case.
     """
+    return loads_text(decode(data), max_depth=max_depth, decimal_fractions=decimal_fractions)
+
+
+def decode(data: bytes) -> str:
+    """The text of UTF-8 JSON bytes, or `StrictJSONError` (not UTF-8, or a byte-order mark)."""
     try:
         text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError:
         raise StrictJSONError("the file is not valid UTF-8") from None
     if text.startswith("\ufeff"):
         raise StrictJSONError("the file starts with a byte-order mark")
+    return text
+
+
+def loads_text(text: str, *, max_depth: int | None = MAX_DEPTH, decimal_fractions: bool = True) -> Any:
+    """`loads` of text that `decode` returned."""
     try:
         value = (_DECODER if decimal_fractions else _FLOAT_DECODER).decode(text)
     except _Duplicate:
@@ -95,15 +118,15 @@ def loads(data: bytes, *, max_depth: int = MAX_DEPTH, decimal_fractions: bool = 
     except _Constant:
         raise StrictJSONError("NaN and Infinity are not JSON numbers") from None
     except RecursionError:
-        raise StrictJSONError(f"nesting is deeper than {max_depth} levels") from None
+        raise too_deep(MAX_DEPTH if max_depth is None else max_depth) from None
     except json.JSONDecodeError as exc:
         # Position only: the decoder's message would quote nothing, but keep it to fixed text.
         raise StrictJSONError(f"not valid JSON (line {exc.lineno}, column {exc.colno})") from None
     except (ValueError, ArithmeticError):
         # An integer literal longer than Python's conversion limit, or an exponent beyond Decimal's range.
         raise StrictJSONError("a number cannot be represented") from None
-    if _depth_exceeds(value, max_depth):
-        raise StrictJSONError(f"nesting is deeper than {max_depth} levels")
+    if max_depth is not None and depth_exceeds(value, max_depth):
+        raise too_deep(max_depth)
     if "\\" in text and _SURROGATE_ESCAPE.search(text) and not _is_valid_unicode(value):
         raise StrictJSONError("a string escapes a lone UTF-16 surrogate, which is not text")
     return value

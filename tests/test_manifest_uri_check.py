@@ -23,7 +23,7 @@ def verdict(adapter: TypeAdapter[Any], value: str) -> Any:
     return "ok"
 
 
-schemes = st.sampled_from(["s3://", "gs://", "az://", "hf://", "https://", "ito://", "http://", "S3://", "s3:/", ""])
+schemes = st.sampled_from(["s3://", "gs://", "az://", "hf://", "https://", "ito://", "http://", "S3://", "s3:/", "https", "ito", ""])
 tails = st.text(st.one_of(st.characters(), st.sampled_from(list("\t\n\x0b\x0c\r ?#@/:\x1c\x85\xa0\u2003\u3000\u2028"))),
                 max_size=40)
 

@@ -1,0 +1,126 @@
+"""The manifest's character rule (contract §10): no key or string may hold a character that could make
+a terminal or a viewer show something other than the bytes the person confirms.
+
+Cost: a valid manifest is settled on its bytes. Strict JSON allows no raw C0 character inside a
+string (and outside one only layout), so a forbidden character in a key or string stands there raw
+(UTF-8 of a class other than C0) or as an escape. ASCII text without such an escape (one byte
+search each for `\\` and DEL) holds none, and that is the usual manifest. Otherwise every key and
+string is checked at once, joined; only when that finds something is the document walked for
+pointers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from .pointers import pointer as safe_pointer
+
+# Characters that could make a terminal or a viewer show something other than the bytes the person
+# confirms (contract §10), by class. Tab and newline are allowed in the description only.
+CHARACTER_CLASSES: tuple[tuple[str, str], ...] = (
+    ("c0_control", "\x00-\x1f"),
+    ("del", "\x7f"),
+    ("c1_control", "\x80-\x9f"),
+    # The embeddings, overrides and isolates of §10, plus (an extension) the implicit marks
+    # LRM, RLM and ALM: they too reorder what a reviewer sees around digits and punctuation.
+    ("bidi_control", "\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"),
+    # Extension: Unicode's own line and paragraph separators start a new line in some viewers.
+    ("line_separator", "\u2028\u2029"),
+)
+MAX_CHARACTER_PROBLEMS = 20
+_BREAKS = "\t\n"  # allowed in the description
+_FORBIDDEN = re.compile("[" + "".join(ranges for _, ranges in CHARACTER_CLASSES) + "]")
+_CLASS_OF = [(name, re.compile(f"[{ranges}]")) for name, ranges in CHARACTER_CLASSES]
+# An escape that may stand for a forbidden character (over-inclusive: `\\u0610` matches too).
+_FORBIDDEN_ESCAPE = re.compile(rb"\\(?:[bfnrt]|u(?:00[01]|007|00[89]|061|200|202|206))", re.IGNORECASE)
+
+
+def _code_points(exclude: str = "") -> list[int]:
+    points: set[int] = set()
+    for _name, ranges in CHARACTER_CLASSES:
+        for match in re.finditer(r"(.)(?:-(.))?", ranges, re.DOTALL):
+            low = ord(match.group(1))
+            points.update(range(low, ord(match.group(2) or match.group(1)) + 1))
+    return sorted(points - {ord(c) for c in exclude})
+
+
+@cache
+def _utf8_search(exclude: str) -> Callable[[bytes], bool]:
+    """Does UTF-8 `data` hold a forbidden character other than those in `exclude`? One linear pass:
+    RE2 where installed (a dependency), else Python's `re` over the decoded text."""
+    points = _code_points(exclude)
+    try:
+        import re2  # type: ignore[import-untyped]  # no type information shipped
+    except ImportError:  # pragma: no cover - exercised where no wheel exists
+        pattern = re.compile("[" + "".join(re.escape(chr(c)) for c in points) + "]")
+        return lambda data: pattern.search(data.decode("utf-8", "surrogatepass")) is not None
+    options = re2.Options()
+    options.never_capture = True
+    compiled = re2.compile("[" + "".join(f"\\x{{{c:x}}}" for c in points) + "]", options)
+    return lambda data: compiled.search(data) is not None
+
+
+def may_hold_forbidden(content: bytes) -> bool:
+    """False when no key or string of this strict JSON text can hold a forbidden character."""
+    if b"\\" in content and _FORBIDDEN_ESCAPE.search(content) is not None:
+        return True
+    if content.isascii():
+        return b"\x7f" in content
+    return _utf8_search("".join(chr(c) for c in range(0x20)))(content)  # raw C0 is layout here
+
+
+def _holds_forbidden(text: str) -> bool:
+    """Does `text` hold a forbidden character other than tab and newline?"""
+    if text.isascii():
+        return any(c in text for c in _ASCII_FORBIDDEN)
+    return _utf8_search(_BREAKS)(text.encode("utf-8", "surrogatepass"))
+
+
+_ASCII_FORBIDDEN = tuple(chr(c) for c in _code_points(_BREAKS) if c < 0x80)
+
+
+def character_class(text: str, *, description: bool = False) -> str | None:
+    """The class of the first forbidden character in `text`, or None. Never the character itself."""
+    if description:
+        text = text.replace("\t", "").replace("\n", "")
+    match = _FORBIDDEN.search(text)
+    if match is None:
+        return None
+    return next(name for name, pattern in _CLASS_OF if pattern.fullmatch(match.group()))
+
+
+def character_problems(document: Any, keys: list[str], values: list[str]) -> list[dict[str, Any]]:
+    """Every key and string value holding a forbidden character, wherever it is (even under an
+    unknown key), reported by pointer and class, bounded. `keys` and `values` are every key and
+    every string value of `document` (as `secret_scan.DocumentStrings` collects them)."""
+    description = document.get("description") if type(document) is dict else None
+    breaks = 0
+    if type(description) is str:
+        breaks = description.count("\n") + description.count("\t")
+    joined = " ".join(keys) + " " + " ".join(values)
+    if not _holds_forbidden(joined) and joined.count("\n") + joined.count("\t") == breaks:
+        return []  # tab and newline, if any, are all in the description
+    return _walk(document)
+
+
+def _walk(document: Any) -> list[dict[str, Any]]:
+    problems: list[dict[str, Any]] = []
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), document)]
+    while stack and len(problems) < MAX_CHARACTER_PROBLEMS:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            found = character_class(node, description=path == ("description",))
+            if found:
+                problems.append({"pointer": safe_pointer(path), "problem": found})
+        elif isinstance(node, dict):
+            for key, child in reversed(node.items()):
+                found = character_class(key)
+                if found:
+                    problems.append({"pointer": safe_pointer((*path, key)), "problem": found})
+                stack.append(((*path, key), child))
+        elif isinstance(node, list):
+            stack.extend(((*path, index), child) for index, child in reversed(list(enumerate(node))))
+    return problems[:MAX_CHARACTER_PROBLEMS]

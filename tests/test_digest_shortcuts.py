@@ -1,0 +1,292 @@
+"""The shortcuts that make gate 2 fast give exactly the answers of the long way round.
+
+Each shortcut is compared with what it replaces, on generated documents: pydantic on the whole
+document (trimmed unknown keys), `_uri` on each URI (URIs checked together), the walk of every key
+and string (the character rule's byte and joined checks), the nesting check on every document
+(deferred to refusals), and the walk of the digest's review (its sources) in the egress.
+No test here measures time; bench/ does (as ratios).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from ito_training_mcp import egress, manifest, manifest_characters, strict_json
+from ito_training_mcp.credentials import Credential
+from ito_training_mcp.envelope import ErrorCode, success
+from ito_training_mcp.errors import ManifestRefusal
+from ito_training_mcp.manifest_characters import CHARACTER_CLASSES
+
+from .conftest import CANARY_GITHUB, CANARY_TOKEN, EXAMPLE_MANIFEST
+
+Doc = dict[str, Any]
+EXAMPLE: Doc = json.loads(EXAMPLE_MANIFEST.read_bytes())
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def full_schema_verdict(document: Any) -> Any:
+    """What pydantic says about the whole, untrimmed document, as the gate reports it."""
+    try:
+        manifest.TrainingManifest.model_validate(document, strict=True)
+    except ValidationError as exc:
+        return exc.error_count(), manifest._schema_problems(exc)
+    return "valid"
+
+
+def fast_schema_verdict(document: Any) -> Any:
+    validated = manifest._validate(document)
+    if isinstance(validated, manifest.TrainingManifest):
+        return "valid"
+    return validated.count, validated.problems
+
+
+# ---------------------------------------------------------------------------- unknown keys trimmed
+
+# Where unknown keys can go: the root and every object the schema reads as a model.
+PLACES: list[tuple[str | int, ...]] = [(), ("model",), ("budget",), ("checkpoints",), ("data", 0),
+                                        ("data", 1), ("data", 0, "decontamination"), ("data", 1, "decontamination")]
+
+
+def _at(doc: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
+@st.composite
+def documents_with_unknown_keys(draw: st.DrawFn) -> Doc:
+    doc = copy.deepcopy(EXAMPLE)
+    for place in draw(st.lists(st.sampled_from(PLACES), max_size=4)):
+        target = _at(doc, place)
+        for i in range(draw(st.integers(0, 60))):
+            target[f"extra_{draw(st.integers(0, 9))}_{i}"] = draw(st.sampled_from([1, "x", None, [1], {"a": 1}]))
+    if draw(st.booleans()):  # and something else wrong, so that field errors come before the extras
+        broken = draw(st.sampled_from(["model", "target", "budget", "data"]))
+        doc[broken] = draw(st.sampled_from([None, "x", 7, [], {}]))
+    if draw(st.integers(0, 4)) == 0:  # a data list past its limit: pydantic reports the length alone
+        doc["data"] = [copy.deepcopy(doc["data"][0]) | {"extra": 1} for _ in range(257)]
+    return doc
+
+
+@SETTINGS
+@given(documents_with_unknown_keys())
+def test_trimmed_validation_reports_what_the_whole_document_would(document: Doc) -> None:
+    assert fast_schema_verdict(document) == full_schema_verdict(document)
+
+
+def test_tens_of_thousands_of_unknown_keys_count_in_full_and_show_the_first_twenty() -> None:
+    document = {f"tokenizer_{i:06d}": 1 for i in range(30_000)}
+    count, problems = fast_schema_verdict(document)
+    assert (count, problems) == full_schema_verdict(document)
+    assert count == 30_007 and len(problems) == 20
+    assert problems[7] == {"pointer": "/tokenizer_000000", "problem": "extra_forbidden"}
+
+
+def test_many_unknown_keys_in_every_data_reference() -> None:
+    document = copy.deepcopy(EXAMPLE)
+    for ref in document["data"]:
+        ref.update({f"k{i}": i for i in range(300)})
+    assert fast_schema_verdict(document) == full_schema_verdict(document)
+    assert fast_schema_verdict(document)[0] == 300 * len(document["data"])
+
+
+# ---------------------------------------------------------------------------- URIs checked together
+
+URIS = st.one_of(
+    st.sampled_from(["s3://bucket/key", "gs://b/k", "https://h/p", "ito://x", "hf://org/repo", "az://c/b"]),
+    st.tuples(st.sampled_from(["s3://", "gs://", "https://", "http://", "s3:/", "https", "ito", "s3://x://", ""]),
+              st.text(st.one_of(st.characters(codec="utf-8"), st.sampled_from(list("\t\n\x0b\x0c\r ?#@/:\x85\xa0"))),
+                      max_size=12)).map("".join),
+)
+
+
+@SETTINGS
+@given(st.lists(URIS, min_size=3, max_size=3))
+def test_uris_checked_together_give_each_uri_its_own_verdict(uris: list[str]) -> None:
+    document = copy.deepcopy(EXAMPLE)
+    document["data"][0]["uri"], document["data"][1]["decontamination"]["report"], document["checkpoints"]["storage"] = uris
+    checked = manifest.checked_uris(document)
+    assert fast_schema_verdict(document) == full_schema_verdict(document)
+    each_valid = all(full_schema_verdict({**EXAMPLE, "checkpoints": {**EXAMPLE["checkpoints"], "storage": u}}) == "valid"
+                     for u in uris)
+    if checked:  # only when every one of them passes, and then for exactly those strings
+        assert each_valid and {id(u) for u in uris} <= checked
+
+
+def test_a_pre_checked_string_is_skipped_only_for_that_very_object() -> None:
+    """The context names strings by identity: an equal string elsewhere is still checked."""
+    bad, twin = "".join(["s3://a", " b"]), "".join(["s3://a", " b"])
+    assert bad == twin and bad is not twin
+    document = copy.deepcopy(EXAMPLE)
+    document["checkpoints"]["storage"] = bad
+    with pytest.raises(ValidationError):
+        manifest.TrainingManifest.model_validate(document, strict=True, context={manifest.CHECKED_URIS: {id(twin)}})
+    manifest.TrainingManifest.model_validate(document, strict=True, context={manifest.CHECKED_URIS: {id(bad)}})
+
+
+# ---------------------------------------------------------------------------- the character rule
+
+FORBIDDEN_CHARS = [chr(c) for c in (0x00, 0x08, 0x09, 0x0A, 0x0D, 0x1B, 0x7F, 0x85, 0x9F, 0x200E, 0x202E, 0x2066,
+                                    0x2069, 0x061C, 0x2028, 0x2029)]
+HARMLESS = ["a", " ", "é", "’", "—", "\u200b", "\u200d", "密", "\U0001f600", "\\", '"', "\u2027", "\u202f"]
+text_parts = st.lists(st.sampled_from(FORBIDDEN_CHARS + HARMLESS * 3), max_size=8).map("".join)
+json_values = st.recursive(st.one_of(st.integers(), text_parts),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text_parts, inner, max_size=3),
+                           max_leaves=12)
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from(["description", "data", "x", "model"]) | text_parts, json_values, max_size=4),
+       st.booleans())
+def test_character_rule_shortcuts_find_what_the_walk_finds(document: Doc, ascii_only: bool) -> None:
+    from ito_training_mcp.secret_scan import DocumentStrings
+
+    walked = manifest_characters._walk(document)
+    keys, values = DocumentStrings(document).get()
+    assert manifest_characters.character_problems(document, keys, values) == walked
+    if walked:  # the look at the bytes never misses a document the walk refuses
+        assert manifest_characters.may_hold_forbidden(json.dumps(document, ensure_ascii=ascii_only).encode())
+
+
+def test_every_forbidden_character_is_seen_in_the_bytes_raw_and_escaped() -> None:
+    points = manifest_characters._code_points()
+    assert {chr(c) for c in points} == {ch for _, r in CHARACTER_CLASSES for ch in _expand(r)}
+    for c in points:
+        doc = {"description": f"a{chr(c)}b"}
+        assert manifest_characters.may_hold_forbidden(json.dumps(doc).encode()), hex(c)
+        if c >= 0x20:
+            assert manifest_characters.may_hold_forbidden(json.dumps(doc, ensure_ascii=False).encode()), hex(c)
+    assert not manifest_characters.may_hold_forbidden(json.dumps({"d": "a’—é密\u200b"}, ensure_ascii=False).encode())
+
+
+def _expand(ranges: str) -> set[str]:
+    out: set[str] = set()
+    i = 0
+    while i < len(ranges):
+        if i + 2 < len(ranges) and ranges[i + 1] == "-":
+            out.update(chr(c) for c in range(ord(ranges[i]), ord(ranges[i + 2]) + 1))
+            i += 3
+        else:
+            out.add(ranges[i])
+            i += 1
+    return out
+
+
+# ---------------------------------------------------------------------------- nesting, checked on refusal
+
+
+def _deep(depth: int, leaf: Any) -> Any:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+@pytest.mark.parametrize("leaf", [CANARY_GITHUB, "a\u202eb", 1], ids=["credential", "bidi", "plain"])
+def test_too_deep_wins_over_every_later_refusal(leaf: Any) -> None:
+    document = {**EXAMPLE, "notes": _deep(40, leaf)}
+    with pytest.raises(ManifestRefusal) as caught:
+        manifest.parse_manifest(json.dumps(document).encode())
+    assert caught.value.code is ErrorCode.MANIFEST_INVALID_JSON
+    assert "nesting is deeper than 32 levels" in caught.value.message
+
+
+def test_a_document_the_schema_accepts_is_never_too_deep() -> None:
+    """Why the nesting walk may be skipped for an accepted manifest: the schema nests five levels."""
+    parsed = manifest.parse_manifest(EXAMPLE_MANIFEST.read_bytes())
+    assert not strict_json.depth_exceeds(json.loads(parsed.model_dump_json()), 5)
+
+
+def test_depth_walk_treats_lists_of_strings_and_mixed_lists_alike() -> None:
+    assert strict_json.depth_exceeds(_deep(33, "x"), 32)
+    assert not strict_json.depth_exceeds(_deep(32, "x"), 32)
+    assert strict_json.depth_exceeds(["a", "b", _deep(32, 1)], 32)
+    assert not strict_json.depth_exceeds({"a": ["x"] * 1000, "b": {"c": "d"}}, 3)
+
+
+# ---------------------------------------------------------------------------- the review's way out
+
+review_strings = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
+
+
+@st.composite
+def manifests(draw: st.DrawFn) -> manifest.TrainingManifest:
+    doc = copy.deepcopy(EXAMPLE)
+    doc["description"] = draw(st.none() | review_strings)
+    doc["model"]["name"] = draw(review_strings)
+    for ref in doc["data"]:
+        ref["name"] = draw(review_strings)
+        ref["revision"] = draw(st.none() | st.just("a" * 40))
+        ref["decontamination"]["method"] = draw(review_strings)
+        ref["decontamination"]["eval_suites"] = draw(st.lists(review_strings, min_size=1, max_size=3))
+    return manifest.TrainingManifest.model_validate(doc, strict=True)
+
+
+def _keys_and_strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(s for v in value.values() for s in _keys_and_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _keys_and_strings(v)]
+    return []
+
+
+@SETTINGS
+@given(manifests())
+def test_every_key_and_string_of_a_review_is_in_its_sources(parsed: manifest.TrainingManifest) -> None:
+    review = parsed.review()
+    sources = manifest.review_sources(review, manifest.review_text(review, "0" * 64))
+    for text in _keys_and_strings(review):
+        assert any(text in source for source in sources), text
+
+
+def test_a_review_that_is_not_the_digests_is_walked_string_by_string() -> None:
+    """`data.review` as a plain tree: an escape in a single-line field is escaped, even inside what a
+    JSON serialisation would have turned into `\\u001b`."""
+    data = {"review": {"model": {"name": "a\x1bb", "revision": "x\ny"}, "description": "p\nq"}}
+    out = egress.clean_envelope(success(data, notice="n", live_api_contacted=False))
+    assert out.data is not None
+    assert out.data["review"] == {"model": {"name": "a⟨U+001B⟩b", "revision": "x⟨U+000A⟩y"}, "description": "p\nq"}
+
+
+def _digest_data(content: bytes) -> Doc:
+    parsed = manifest.parse_manifest(content)
+    file = manifest.FileBytes(path="/m.json", content=content, sha256="0" * 64)
+    return manifest.DigestedManifest(file=file, manifest=parsed).summary()
+
+
+def test_the_digests_review_is_checked_through_its_sources() -> None:
+    data = _digest_data(EXAMPLE_MANIFEST.read_bytes())
+    assert isinstance(data["review"], egress.LocalTree) and data["review"].ascii_printable
+    env = success(data, notice="n", live_api_contacted=False)
+    assert egress.clean_envelope(env) is env
+
+
+def test_an_invisible_character_in_the_review_is_escaped_everywhere() -> None:
+    document = copy.deepcopy(EXAMPLE)
+    document["data"][0]["name"] = "shard\u200bzero"
+    data = _digest_data(json.dumps(document, ensure_ascii=False).encode())
+    assert not data["review"].ascii_printable
+    out = egress.clean_envelope(success(data, notice="n", live_api_contacted=False))
+    assert out.data is not None
+    assert out.data["review"]["data"][0]["name"] == "shard⟨U+200B⟩zero"
+    assert "shard⟨U+200B⟩zero" in out.data["review_text"]
+
+
+def test_a_registered_credential_in_the_review_is_redacted_though_the_bytes_were_ascii() -> None:
+    document = copy.deepcopy(EXAMPLE)
+    document["data"][0]["decontamination"]["method"] = f"by {CANARY_TOKEN[:6]}-{CANARY_TOKEN[6:]}"
+    secret = f"{CANARY_TOKEN[:6]}-{CANARY_TOKEN[6:]}"
+    Credential(secret, "ITO_API_KEY")
+    data = _digest_data(json.dumps(document).encode())
+    assert data["review"].ascii_printable
+    wire = egress.clean_envelope(success(data, notice="n", live_api_contacted=False)).to_json()
+    assert secret not in wire and "<redacted>" in wire

@@ -1,0 +1,175 @@
+"""The scanner's bounded mode and its probes of long strings.
+
+A bounded scan is only ever asked for a document that will be refused anyway (the manifest gate
+asks for one when the schema refused the document). It may report a string as `unexamined`
+instead of searching it; it never reports a credential kind that the full scan would not, and it
+never silently drops one: whatever the full scan finds, the bounded scan reports too, or reports
+`unexamined` for that string. Small documents are never cut short. The probes of a long string
+(first anchor, then any other format's anchor) give the full scan's answer when they settle it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ito_training_mcp import manifest, secret_engine, secret_scan
+from ito_training_mcp.envelope import ErrorCode
+from ito_training_mcp.errors import ManifestRefusal
+from ito_training_mcp.secret_rules import KEY_NAME_STEMS, RULES
+from ito_training_mcp.secret_scan import LONG_STRING, UNEXAMINED, Finding
+
+from .conftest import EXAMPLE_MANIFEST
+from .secret_corpus import BENIGN_VALUES, SECRETS
+from .test_secret_scan_properties import documents
+
+SETTINGS = settings(max_examples=80, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+ANCHORS = sorted({a for rule in RULES for a in rule.anchors} | set(KEY_NAME_STEMS))
+EXAMPLE: dict[str, Any] = json.loads(EXAMPLE_MANIFEST.read_bytes())
+ENGINES = [secret_engine.default_engine(), secret_engine.python_engine()]
+
+
+def full_kinds(text: str) -> set[str]:
+    """Every rule an anchor calls for, searched one by one: the reference for the probes."""
+    engine = secret_engine.default_engine()
+    clean = secret_scan.normalize(text)
+    assert clean is not None
+    data = engine.prepare(clean)
+    return {RULES[i].kind for i in engine.anchored_rules(data) if engine.rule_match(i, data) is not None}
+
+
+@SETTINGS
+@given(documents)
+def test_a_small_document_is_never_cut_short(document: Any) -> None:
+    text = json.dumps(document)
+    assert secret_scan.scan(document, source=text, bounded=True) == secret_scan.scan(document, source=text)
+
+
+# Long texts: filler (benign words, anchors, separators) repeated past LONG_STRING, a credential in it or not.
+fillers = st.lists(st.sampled_from([*BENIGN_VALUES[:20], *ANCHORS, " ", "\n", "=", ":", "/", "a", "0", "ß", "ｇｈ"]),
+                   min_size=1, max_size=6).map(" ".join)
+
+
+@st.composite
+def long_texts(draw: st.DrawFn) -> str:
+    filler = draw(fillers)
+    repeat = LONG_STRING // max(1, len(filler)) + 2
+    text = filler * repeat
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + " " + draw(st.sampled_from(SECRETS)).text + " " + text[at:]
+    return text
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(long_texts())
+def test_a_long_string_is_reported_fully_or_as_unexamined(text: str) -> None:
+    full = full_kinds(text)
+    assert set(secret_scan.value_kinds(text)) == full  # unbounded: the probes only ever shortcut
+    bounded = {f.kind for f in secret_scan.scan({"description": text}, bounded=True)}
+    if UNEXAMINED in bounded:
+        assert bounded - {UNEXAMINED} <= full
+    else:
+        assert bounded == full
+
+
+def test_a_long_string_with_one_credential_is_examined_and_found() -> None:
+    token = next(e for e in SECRETS if e.name == "github-classic").text
+    text = "plain words without any marker " * (LONG_STRING // 16) + token
+    document = {"description": text, "unknown": 1}
+    assert secret_scan.scan(document, bounded=True) == [Finding("/description", "github_token")]
+
+
+def test_a_long_string_holding_every_anchor_is_unexamined() -> None:
+    text = " ".join(ANCHORS) * (LONG_STRING // 1000)
+    assert secret_scan.scan({"description": text}, bounded=True) == [Finding("/description", UNEXAMINED)]
+    assert UNEXAMINED not in secret_scan.value_kinds(text)  # outside a bounded scan, searched in full
+
+
+def test_a_long_string_with_invisible_characters_is_unexamined_not_cleaned() -> None:
+    token = next(e for e in SECRETS if e.name == "github-classic").text
+    text = "a\u200d" * LONG_STRING + " " + token[:5] + "\u200b" + token[5:]
+    assert secret_scan.scan({"description": text}, bounded=True) == [Finding("/description", UNEXAMINED)]
+    assert "github_token" in secret_scan.value_kinds(text)
+
+
+def test_the_work_bound_reports_the_strings_left_unsearched() -> None:
+    """Many strings that each call for many formats (half a mebibyte): past the bound they are
+    reported as unexamined; what the bounded scan does report as found, the full scan finds too."""
+    rng = random.Random(3)
+    strings = [" ".join(rng.sample(ANCHORS, 40)) for _ in range(2000)]
+    document = {"items": strings}
+    text = json.dumps(document, ensure_ascii=False)
+    bounded = secret_scan.scan(document, source=text, bounded=True)
+    full = secret_scan.scan(document, source=text)
+    assert all(f.kind != UNEXAMINED for f in full)
+    assert any(f.kind == UNEXAMINED for f in bounded) and any(f.kind != UNEXAMINED for f in bounded)
+    assert {f for f in bounded if f.kind != UNEXAMINED} <= set(full)
+
+
+# ---------------------------------------------------------------------------- through the gate
+
+
+def test_a_valid_manifest_is_scanned_in_full_whatever_its_strings_hold() -> None:
+    """Bounded scans are for refused documents only: a valid manifest full of anchors is accepted."""
+    document = copy.deepcopy(EXAMPLE)
+    document["description"] = " ".join(a for a in ANCHORS if a.isascii())[:2000]
+    for ref in document["data"]:
+        ref["decontamination"]["eval_suites"] = [" ".join(ANCHORS[i:i + 8])[:200] for i in range(0, 96, 8)]
+    manifest.parse_manifest(json.dumps(document, ensure_ascii=False).encode())
+
+
+def test_a_refused_manifest_with_a_mebibyte_of_every_anchor_names_the_string() -> None:
+    document = {**EXAMPLE, "description": (" ".join(ANCHORS) + " ") * 700}
+    with pytest.raises(ManifestRefusal) as caught:
+        manifest.parse_manifest(json.dumps(document, ensure_ascii=False).encode())
+    assert caught.value.code is ErrorCode.MANIFEST_SECRET
+    assert caught.value.details["findings"] == [{"pointer": "/description", "kind": UNEXAMINED, "in_key": False}]
+
+
+# ---------------------------------------------------------------------------- the probes, in both engines
+
+probe_texts = st.one_of(fillers, st.sampled_from(SECRETS).map(lambda e: e.text),
+                        st.tuples(fillers, st.sampled_from(SECRETS).map(lambda e: e.text), fillers).map(" ".join),
+                        st.tuples(fillers, st.sampled_from(["\u200b", "\u200d", "\ufeff", "\u00ad"]), fillers).map("".join))
+
+
+@SETTINGS
+@given(probe_texts, st.sampled_from(range(len(RULES))))
+def test_both_engines_probe_alike(text: str, rule: int) -> None:
+    clean = secret_scan.normalize(text)
+    assert clean is not None
+    answers = []
+    for engine in ENGINES:
+        data = engine.prepare(clean)
+        first = engine.rule_anchor(data)
+        other = engine.other_rule_anchor(frozenset({rule}), data)
+        combined = engine.rule_or_other(frozenset({rule}), frozenset({rule}), data, 0)
+        raw = engine.prepare(text)  # before normalisation: invisible characters may still be there
+        either = engine.invisible_or_rule_anchor(raw)
+        # positions differ in unit (bytes or characters): compare what they name
+        answers.append((None if first is None else (clean[:len(data[:first[0]])] if isinstance(data, str)
+                                                    else data[:first[0]].decode(), first[1]),
+                        other >= 0, None if combined is None else combined[0],
+                        None if either is None else either[1]))
+    assert answers[0] == answers[1]
+    anchored = secret_engine.default_engine().anchored_rules(secret_engine.default_engine().prepare(clean))
+    assert (answers[0][0] is None) == (not anchored)
+    if answers[0][0] is not None:
+        assert answers[0][0][1] <= anchored
+    assert answers[0][1] == bool(anchored - {rule})
+
+
+def test_an_invisible_character_that_only_normalisation_makes_is_seen_too() -> None:
+    """NFKC turns the half-width Hangul filler U+FFA0 into U+1160, which is invisible."""
+    text = "가나다 " * (LONG_STRING // 4) + "\uffa0"
+    assert secret_scan.scan({"description": text}, bounded=True) == [Finding("/description", UNEXAMINED)]
+    assert secret_scan.scan({"description": text[:-1]}, bounded=True) == []
