@@ -9,6 +9,7 @@ import hashlib
 import html
 import json
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from .test_reference_backend import DOC, MANIFEST, sha
 HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
                                "frame-ancestors 'none'; base-uri 'none'",
-    "x-frame-options": "DENY", "referrer-policy": "no-referrer", "cache-control": "no-store",
+    "x-frame-options": "DENY", "referrer-policy": "strict-origin", "cache-control": "no-store",
     "x-content-type-options": "nosniff",
 }
 HOSTILE = {
@@ -34,6 +35,19 @@ HOSTILE = {
     "model": {**DOC["model"], "name": "org/\u202emodel</td><b>x"},
 }
 HIDDEN = ["\u202e", "\u202c", "\u2066", "\u2069", "\u0007", "\u001b", "\u200b", "\ufeff", "\u2028", "\u00a0"]
+
+
+class Clock:
+    """The backend's clock, movable by tests (real time plus an offset)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +64,13 @@ class Tenant:
     booking_id: str
     api: httpx.Client
 
-    def plan(self, manifest: bytes = MANIFEST) -> dict[str, Any]:
-        body = {"booking_id": self.booking_id, "manifest_sha256": sha(manifest),
+    def plan_body(self, manifest: bytes = MANIFEST) -> dict[str, str]:
+        return {"booking_id": self.booking_id, "manifest_sha256": sha(manifest),
                 "manifest_b64": base64.b64encode(manifest).decode()}
-        response = self.api.post("/v1/training-plans", json=body)
-        assert response.status_code == 201, response.text
+
+    def plan(self, manifest: bytes = MANIFEST) -> dict[str, Any]:
+        response = self.api.post("/v1/training-plans", json=self.plan_body(manifest))
+        assert response.status_code in (200, 201), response.text  # 200: the same manifest's pending request
         return dict(response.json())
 
     def request_id(self, manifest: bytes = MANIFEST) -> str:
@@ -94,6 +110,11 @@ def tenant(make_tenant: Any) -> Tenant:
     return make_tenant()  # type: ignore[no-any-return]
 
 
+def variant(n: int) -> bytes:
+    """Another valid manifest (another digest): planning the same one twice answers the same request."""
+    return json.dumps({**DOC, "description": f"{DOC['description']} (variant {n})"}, indent=2).encode()
+
+
 def insert_request(rb: ReferenceBackend, account_id: str, booking_id: str, manifest: bytes, *,
                    digest: str | None = None) -> str:
     """A create request over `manifest`, written straight into the store (the API would refuse some)."""
@@ -116,9 +137,17 @@ def csrf_of(person: Person, request_id: str) -> str:
     return person.form(path, f"{path}/confirm")["csrf"]
 
 
-def post_form(client: httpx.Client, path: str, fields: dict[str, str], **headers: str) -> httpx.Response:
+def browser_headers(client: httpx.Client) -> dict[str, str]:
+    """What a browser sends with a form post from one of the desk's own pages."""
+    return {"Origin": str(client.base_url).rstrip("/"), "Sec-Fetch-Site": "same-origin"}
+
+
+def post_form(client: httpx.Client, path: str, fields: dict[str, str], *, browser: bool = True,
+              **headers: str) -> httpx.Response:
+    """A form post; as a browser would send it from the desk's own page unless `browser` is False."""
+    sent = {**(browser_headers(client) if browser else {}), **headers}
     return client.post(path, content="&".join(f"{k}={v}" for k, v in fields.items()).encode(),
-                       headers={"Content-Type": "application/x-www-form-urlencoded", **headers})
+                       headers={"Content-Type": "application/x-www-form-urlencoded", **sent})
 
 
 # -- sign-in ------------------------------------------------------------------------------------------
@@ -134,7 +163,7 @@ def test_sign_in_link_is_single_use_and_opening_it_does_not_use_it(rb: Reference
         assert signed_in.status_code == 303 and signed_in.headers["location"] == "/desk/"
         cookie = signed_in.headers["set-cookie"]
         assert re.fullmatch(r"ito_desk_session=[A-Za-z0-9_-]{43}; Path=/desk; HttpOnly; SameSite=Strict; "
-                            r"Max-Age=28[0-9]{3}", cookie), cookie
+                            r"Max-Age=3[56][0-9]{2}", cookie), cookie  # one hour
         secret = cookie.split(";")[0].split("=", 1)[1]
         rows = rb.query("SELECT session_sha256, session_id FROM desk_sessions WHERE account_id = ?",
                         (tenant.account_id,))
@@ -238,10 +267,11 @@ def test_forged_decisions_are_refused(rb: ReferenceBackend, tenant: Tenant, name
     csrf = csrf_of(person, request_id)
     path = f"/desk/requests/{request_id}/confirm"
     if fields == "csrf-json":
-        response = person.client.post(path, json={"csrf": csrf})
+        response = person.client.post(path, json={"csrf": csrf}, headers=browser_headers(person.client))
     elif fields == "csrf-twice":
         response = person.client.post(path, content=f"csrf={csrf}&csrf={csrf}".encode(),
-                                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+                                      headers={"Content-Type": "application/x-www-form-urlencoded",
+                                               **browser_headers(person.client)})
     else:
         response = post_form(person.client, path, {"csrf": csrf} if fields == "csrf" else fields, **headers)
     assert response.status_code == status, response.text
@@ -268,7 +298,7 @@ def test_another_sessions_token_and_an_oversized_form_are_refused(rb: ReferenceB
 def test_other_accounts_requests_and_runs_are_not_found(rb: ReferenceBackend, tenant: Tenant, make_tenant: Any
                                                         ) -> None:
     other = make_tenant().person().sign_in()
-    request_id = tenant.request_id()
+    request_id = tenant.request_id(variant(1))
     mine = tenant.person().sign_in()
     ref = mine.confirm(tenant.request_id())
     run_id = tenant.run(ref, "desk-tenancy-key-0001").json()["run_id"]
@@ -277,9 +307,9 @@ def test_other_accounts_requests_and_runs_are_not_found(rb: ReferenceBackend, te
         response = other.get(path)
         assert response.status_code == 404 and "no such" in response.text.lower(), path
         assert tenant.account_id not in response.text
-    csrf = other.form("/desk/", "/desk/sign-out")["csrf"]
+    csrf = other.form("/desk/", "/desk/sign-out")["csrf"]  # a real token, for its own page's forms only
     for verb in ("confirm", "decline"):
-        assert post_form(other.client, f"/desk/requests/{request_id}/{verb}", {"csrf": csrf}).status_code == 404
+        assert post_form(other.client, f"/desk/requests/{request_id}/{verb}", {"csrf": csrf}).status_code == 403
     assert tenant.status(request_id) == "pending"
     assert request_id not in other.get("/desk/").text and run_id not in other.get("/desk/runs").text
     assert request_id in mine.get("/desk/").text and run_id in mine.get("/desk/runs").text
@@ -291,6 +321,9 @@ def test_confirm_at_the_desk_then_create_with_the_ref(rb: ReferenceBackend, tena
     assert person.account_id == tenant.account_id
     request_id = tenant.request_id()
     assert person.pending()[0] == request_id
+    # A second tab opened on the same review before the decision: its forms' token stays unused.
+    forms = person.forms(f"/desk/requests/{request_id}")
+    other_tab = {verb: forms[f"/desk/requests/{request_id}/{verb}"]["csrf"] for verb in ("confirm", "decline")}
     ref = person.confirm(request_id)
     view = tenant.api.get(f"/v1/confirmation-requests/{request_id}").json()
     assert view["status"] == "confirmed" and view["confirmation_ref"] == ref
@@ -304,10 +337,13 @@ def test_confirm_at_the_desk_then_create_with_the_ref(rb: ReferenceBackend, tena
     with pytest.raises(DeskError) as err:
         person.confirm(request_id)  # no button any more
     assert "no confirm button" in str(err.value)
-    csrf = person.form("/desk/", "/desk/sign-out")["csrf"]
-    for verb in ("confirm", "decline"):
-        response = post_form(person.client, f"/desk/requests/{request_id}/{verb}", {"csrf": csrf})
-        assert response.status_code == 409 and "Already decided" in response.text
+    # The other tab's Confirm: its token is good, the request is not pending any more.
+    response = post_form(person.client, f"/desk/requests/{request_id}/confirm", {"csrf": other_tab["confirm"]})
+    assert response.status_code == 409 and "Already decided" in response.text
+    # Both forms of a page share its single-use token: the other tab's Decline is now refused as used.
+    assert other_tab["decline"] == other_tab["confirm"]
+    response = post_form(person.client, f"/desk/requests/{request_id}/decline", {"csrf": other_tab["decline"]})
+    assert response.status_code == 403 and "already used" in response.text
     assert rb.query("SELECT COUNT(*) AS n FROM confirmations WHERE account_id = ?", (tenant.account_id,))[0]["n"] == 1
 
 
@@ -321,7 +357,8 @@ def test_decline_creates_nothing(rb: ReferenceBackend, tenant: Tenant) -> None:
 
 
 def test_an_expired_request_cannot_be_decided() -> None:
-    with ReferenceBackend(request_ttl_s=0) as rb:
+    clock = Clock()
+    with ReferenceBackend(request_ttl_s=300, clock=clock) as rb:
         account = rb.op.account()
         _, token = rb.op.token(account)
         booking = rb.op.booking(account)["booking_id"]
@@ -329,11 +366,13 @@ def test_an_expired_request_cannot_be_decided() -> None:
             t = Tenant(rb, account, token, booking, api)
             request_id = t.request_id()
             person = t.person().sign_in()
+            forms = person.forms(f"/desk/requests/{request_id}")  # opened while pending
+            clock.advance(301)
             page = person.get(f"/desk/requests/{request_id}").text
             assert "expired undecided" in page and "/confirm" not in page
-            csrf = person.form("/desk/", "/desk/sign-out")["csrf"]
-            response = post_form(person.client, f"/desk/requests/{request_id}/confirm", {"csrf": csrf})
-            assert response.status_code == 410
+            response = post_form(person.client, f"/desk/requests/{request_id}/confirm",
+                                 forms[f"/desk/requests/{request_id}/confirm"])
+            assert response.status_code == 410 and "expired undecided" in response.text
             assert t.status(request_id) == "expired"
 
 
@@ -369,7 +408,7 @@ def test_the_create_review_shows_everything_the_person_confirms(rb: ReferenceBac
     page = html.unescape(person.get(f"/desk/requests/{plan['confirmation_request']['request_id']}").text)
     expected = [
         DOC["model"]["name"], "8,030,261,248", "8.03B", DOC["model"]["revision"], DOC["target"], "sft → dpo",
-        "$4800.00", "$1200.00", "500 steps", DOC["checkpoints"]["storage"], DOC["description"],
+        "$4,800.00", "$1,200.00", "500 steps", DOC["checkpoints"]["storage"], DOC["description"],
         tenant.booking_id, "2 node(s) × 8 H100-80GB = 16 GPU(s)", plan["estimate"]["usd"],
         plan["estimate"]["basis"], plan["manifest_sha256"], "their SHA-256 matches",
     ]
@@ -380,7 +419,9 @@ def test_the_create_review_shows_everything_the_person_confirms(rb: ReferenceBac
     expected += [c["name"] for c in plan["checks"]]
     for text in expected:
         assert text in page, text
-    assert page.count('class="confirm"') == 2  # at the top and after the details
+    assert page.count('class="confirm"') == 1  # once, at the very end: after every fact
+    assert page.index('class="confirm"') > page.index("The manifest exactly as stored")
+    assert page.index('class="decline"') > page.index("The manifest exactly as stored")
 
 
 def test_a_request_whose_stored_bytes_do_not_match_cannot_be_confirmed(rb: ReferenceBackend, tenant: Tenant) -> None:
@@ -388,9 +429,18 @@ def test_a_request_whose_stored_bytes_do_not_match_cannot_be_confirmed(rb: Refer
     person = tenant.person().sign_in()
     page = person.get(f"/desk/requests/{request_id}").text
     assert "Do not confirm" in page and "no longer matches" in page and 'class="confirm"' not in page
-    csrf = person.form("/desk/", "/desk/sign-out")["csrf"]
-    response = post_form(person.client, f"/desk/requests/{request_id}/confirm", {"csrf": csrf})
-    assert response.status_code == 409 and tenant.status(request_id) == "pending"
+    assert "cannot be confirmed" in page.split('id="decision"')[1]
+    # The bytes change after the page offered Confirm: the decision is checked again and refused.
+    other = insert_request(rb, tenant.account_id, tenant.booking_id, variant(2))
+    confirm = person.forms(f"/desk/requests/{other}")[f"/desk/requests/{other}/confirm"]
+    store = Store(rb.db_path)
+    try:
+        with store.tx() as conn:
+            conn.execute("UPDATE plans SET manifest = ? WHERE request_id = ?", (MANIFEST, other))
+    finally:
+        store.close()
+    response = post_form(person.client, f"/desk/requests/{other}/confirm", confirm)
+    assert response.status_code == 409 and tenant.status(other) == "pending"
     person.decline(request_id)  # declining is always possible
 
 
@@ -431,7 +481,7 @@ def test_runs_pages_and_the_chart(rb: ReferenceBackend, tenant: Tenant) -> None:
     loss_points = re.search(r'class="series loss" points="([^"]+)"', page)
     assert loss_points is not None and len(loss_points.group(1).split()) == 8  # two passed stages x 4 points
     for text in ("data_prep", "sft", "passed", "running", "score/mmlu", "checkpoint saved at step 2000",
-                 "step-2000", "$800.00"):
+                 "step-2000", "$160.00"):
         assert text in page, text
     assert run_id in person.get("/desk/runs").text
 
@@ -453,7 +503,15 @@ def test_the_cookie_is_secure_behind_an_https_public_url() -> None:
         assert link.startswith("https://desk.example/desk/sign-in/")
         with httpx.Client(base_url=rb.url, trust_env=False) as browser:
             response = post_form(browser, httpx.URL(link).path, {}, Origin="https://desk.example")
-            assert response.status_code == 303 and response.headers["set-cookie"].endswith("; Secure")
+            assert response.status_code == 303
+            # Secure, and a __Host- name: nothing served over plain http (another port) can set or replace it.
+            assert re.fullmatch(r"__Host-ito_desk_session=[A-Za-z0-9_-]{43}; Path=/; Secure; HttpOnly; "
+                                r"SameSite=Strict; Max-Age=3[56][0-9]{2}", response.headers["set-cookie"])
+            secret = response.headers["set-cookie"].split(";")[0].split("=", 1)[1]
+            headers = {"Cookie": f"__Host-ito_desk_session={secret}"}
+            assert account in browser.get("/desk/", headers=headers).text
+            plain = browser.get("/desk/", headers={"Cookie": f"ito_desk_session={secret}"})
+            assert plain.status_code == 401  # the plain-http name is not read over https
 
 
 def test_a_new_sign_in_replaces_the_previous_session(rb: ReferenceBackend, tenant: Tenant) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from ito_training_mcp.reference_backend.cli import main as backend_main
 from ito_training_mcp.reference_backend.desk_cli import run
 from ito_training_mcp.reference_backend.store import Store
 
-from .test_reference_backend import MANIFEST, sha
+from .test_reference_backend import MANIFEST, sha, variant
 
 CANARY = "ghp_" + "Qw3rTy7uIo9pAs1dFg5hJk2lZx8cVb4nM6e0"
 BIN = Path(sys.executable).parent
@@ -120,17 +121,17 @@ def test_requests_decisions_and_run_controls(rb: ReferenceBackend, desk: Desk) -
     _, token = rb.op.token(account)
     booking = rb.op.booking(account, nodes=2)["booking_id"]
     with httpx.Client(base_url=rb.url, headers={"Authorization": f"Bearer {token}"}, trust_env=False) as http:
-        def plan() -> str:
-            body = {"booking_id": booking, "manifest_sha256": sha(MANIFEST),
-                    "manifest_b64": base64.b64encode(MANIFEST).decode()}
+        def plan(manifest: bytes = MANIFEST) -> str:
+            body = {"booking_id": booking, "manifest_sha256": sha(manifest),
+                    "manifest_b64": base64.b64encode(manifest).decode()}
             return str(http.post("/v1/training-plans", json=body).json()["confirmation_request"]["request_id"])
 
-        first, second = plan(), plan()
+        first, second = plan(), plan(variant(description="a second manifest"))
         code, out, _ = desk("requests", "--account", account, "--status", "pending")
         assert code == 0 and first in out and second in out and "training.create" in out and "1200.00" in out
         code, out, _ = desk("confirm", first, "--by", "carol")
         ref = http.get(f"/v1/confirmation-requests/{first}").json()["confirmation_ref"]
-        assert code == 0 and ref and f"Confirmation ref for the agent: {ref}" in out
+        assert code == 0 and ref and f"confirmed (confirmation ref {ref}); the agent picks it up" in out
         assert desk.json("requests", "--account", account, "--status", "confirmed")[0]["decided_by"] == "carol"
         code, out, _ = desk("decline", second)
         assert code == 0 and "declined" in out
@@ -144,11 +145,11 @@ def test_requests_decisions_and_run_controls(rb: ReferenceBackend, desk: Desk) -
                     "manifest_b64": base64.b64encode(MANIFEST).decode()}
         run_id = http.post("/v1/training-runs", json=run_body, headers={"Idempotency-Key": "desk-cli-run-0001"}
                            ).json()["run_id"]
-    code, out, _ = desk("advance", run_id)
+    code, out, _ = desk("advance", "--run", run_id)
     assert code == 0 and f"{run_id}: running (data_prep running, sft pending, dpo pending)" in out
-    code, out, _ = desk("fail-gate", run_id, "--stage", "dpo")
+    code, out, _ = desk("fail-gate", "--run", run_id, "--stage", "dpo")
     assert code == 0 and "gate_failed (data_prep passed, sft passed, dpo failed)" in out
-    code, _, err = desk("finish", run_id)
+    code, _, err = desk("finish", run_id)  # the bare RUN of earlier versions still works
     assert code == 1 and "run_terminal" in err
     code, out, _ = desk("runs")
     assert run_id in out
@@ -203,7 +204,9 @@ def test_token_file_checks(rb: ReferenceBackend, desk: Desk, tmp_path: Path, mon
     monkeypatch.chdir(tmp_path)
     stderr = StringIO()
     assert run(["accounts", "list"], stdout=StringIO(), stderr=stderr, env={"ITO_DESK_URL": rb.url}) == 2
-    assert "ito-reference-backend.sqlite3.operator-token" in stderr.getvalue()
+    said = stderr.getvalue()  # run elsewhere than the backend: where it looked, and the two ways out
+    assert "no operator token file at ./ito-reference-backend.sqlite3.operator-token" in said
+    assert "--db PATH" in said and "--operator-token-file PATH" in said
     default = tmp_path / "ito-reference-backend.sqlite3.operator-token"
     default.write_text(rb.operator_token)
     default.chmod(0o600)
@@ -244,6 +247,61 @@ def test_named_flags_in_usage_errors(desk: Desk) -> None:
     assert "--nodes" in desk("bookings", "create", "--account", "a", "--nodes", "many")[2]
     assert "--account" in desk("tokens", "mint")[2]
     assert "REQUEST" in desk("confirm")[2]
+    # An unknown option is named (never a value), with the likely flag of that sub-command.
+    code, _, err = desk("requests", "--stauts", "pending")
+    assert code == 2 and "ito-training desk requests: unknown option --stauts (did you mean --status?)" in err
+    code, _, err = desk("accounts", "create", f"--acount={CANARY}")
+    assert code == 2 and "unknown option --acount (did you mean --account?)" in err and CANARY not in err
+    code, _, err = desk("runs", CANARY)
+    assert code == 2 and "unexpected argument (not shown)" in err and CANARY not in err
+    assert "unrecognized arguments" not in err
+
+
+def test_run_controls_take_run_like_every_other_command(desk: Desk) -> None:
+    for verb in ("advance", "finish", "fail-gate"):
+        code, _, err = desk(verb)
+        assert code == 2 and f"ito-training desk {verb}: --run is required" in err
+        code, _, err = desk(verb, "--run", "run_a", "run_b")
+        assert code == 2 and "given twice" in err
+        code, _, err = desk(verb, "--run", "run_missing")
+        assert code == 1 and "404" in err  # parsed, then refused by the backend
+    assert "--run RUN" in desk("advance", "--help")[1]
+
+
+def test_backend_usage_errors_name_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert backend_main(["--prot", "1", "--db", str(tmp_path / "db")]) == 2
+    assert "unknown option --prot (did you mean --port?)" in capsys.readouterr().err
+
+
+def test_sigterm_stops_the_backend_cleanly_without_wal_files(tmp_path: Path) -> None:
+    db = tmp_path / "backend.sqlite3"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ITO_")}
+    proc = subprocess.Popen([str(BIN / "ito-training"), "backend", "--port", "0", "--db", str(db)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline().decode()  # printed once the socket is bound
+        assert "listening on http://127.0.0.1:" in first, first
+        url = first.rsplit(" ", 1)[1].strip()
+        token_file = f"{db}.operator-token"
+        stdout = StringIO()
+        assert run(["accounts", "create", "--account", "wal-check", "--operator-token-file", token_file],
+                   stdout=stdout, stderr=StringIO(), env={"ITO_DESK_URL": url}) == 0  # something written
+        assert Path(f"{db}-wal").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        rest = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert "stopped" in rest and "Traceback" not in rest
+    assert not Path(f"{db}-wal").exists() and not Path(f"{db}-shm").exists()
+    store = Store(str(db))
+    try:
+        assert store.account("wal-check") is not None  # the write is in the database file itself
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("argv", [

@@ -512,17 +512,40 @@ def test_advance_fail_gate_finish_lifecycle(rb: ReferenceBackend, tenant: Tenant
     assert checkpoints[0]["step"] == 2 * DOC["checkpoints"]["interval_steps"] and checkpoints[0]["size_bytes"] > 0
     metrics = tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()
     assert metrics["step"] == checkpoints[0]["step"] and metrics["loss"] == gate["evals"]["loss"]
-    assert metrics["cost_usd_to_date"] == "400.00" and 0 < metrics["goodput"] <= 1
+    # Cost accrues by the estimate's stages (8 GPUs: data_prep 1 h, sft 5 h, dpo 4 h at 2.50/GPU-hour),
+    # never by the confirmed maximum (1200.00).
+    assert metrics["cost_usd_to_date"] == "20.00" and 0 < metrics["goodput"] <= 1
 
     done = rb.op.finish(run_id)
     assert done["state"] == "succeeded"
     assert all(s["state"] == "passed" and s["gate"]["status"] == "passed" for s in done["stages"])
-    assert tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"] == "1200.00"
+    assert tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"] == "200.00"
     assert len(tenant.http.get(f"/v1/training-runs/{run_id}/checkpoints").json()["checkpoints"]) == 3
     for action in (rb.op.advance, rb.op.finish, rb.op.fail_gate):
         with pytest.raises(OperatorError) as info:
             action(run_id)
         assert info.value.status == 409
+
+
+def test_cost_accrues_by_the_estimates_stages_capped_by_the_confirmed_maximum(rb: ReferenceBackend,
+                                                                              make_tenant: MakeTenant) -> None:
+    # 16 GPUs: data_prep 1 h, sft 3 h, dpo 2 h -> 40.00, 120.00, 80.00 (estimate 240.00).
+    tenant = make_tenant(nodes=2, gpus_per_node=8)
+    costs = []
+    run_id = tenant.created_run()["run_id"]
+    rb.op.advance(run_id)
+    for _ in range(3):
+        rb.op.advance(run_id)
+        costs.append(tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"])
+    assert costs == ["40.00", "160.00", "240.00"]  # not 400.00, 800.00, 1200.00 (the confirmed maximum)
+    # A maximum below the estimate caps what the run accrues.
+    capped = variant(budget={"ceiling_usd": "4800.00", "max_incremental_cost_usd": "100.00"})
+    run_id = tenant.created_run(capped)["run_id"]
+    rb.op.advance(run_id)
+    rb.op.advance(run_id)
+    assert tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"] == "40.00"
+    rb.op.finish(run_id)
+    assert tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"] == "100.00"
 
     failing = tenant.created_run(variant(target="pretrain", post_training=["sft"]))
     assert [s["name"] for s in failing["stages"]] == ["data_prep", "pretrain", "mid_train", "long_context", "sft"]

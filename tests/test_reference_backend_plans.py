@@ -15,6 +15,7 @@ from ito_training_mcp.reference_backend import OperatorError, ReferenceBackend, 
 from ito_training_mcp.reference_backend.policy import CHECK_NAMES
 
 from . import test_reference_backend as base
+from .test_desk import Clock
 from .test_reference_backend import DOC, MANIFEST, MakeTenant, Tenant, client, code, new_key, sha, variant
 
 rb, make_tenant = base.rb, base.make_tenant  # the module-scoped backend and the tenant factory
@@ -83,13 +84,19 @@ def test_a_valid_plan_opens_a_pending_request_and_keeps_the_exact_bytes(rb: Refe
 
 def test_the_estimate_is_deterministic_and_follows_the_booking(make_tenant: MakeTenant) -> None:
     small, large = make_tenant(nodes=1, gpus_per_node=8), make_tenant(nodes=4, gpus_per_node=8)
-    a, b = plan(small).json()["estimate"], plan(small).json()["estimate"]
+    a, b = plan(small).json()["estimate"], plan(small, variant(description="another")).json()["estimate"]
     assert a == b
     # 8 GPUs: data_prep ceil(4.02/8)=1, sft ceil(32.1/8)=5, dpo ceil(24.1/8)=4 -> 10 h x 8 = 80 GPU-hours.
     assert a["gpu_hours"] == 80.0 and a["usd"] == "200.00"
+    assert a["stages"] == [{"name": "data_prep", "gpu_hours": 8.0, "usd": "20.00"},
+                           {"name": "sft", "gpu_hours": 40.0, "usd": "100.00"},
+                           {"name": "dpo", "gpu_hours": 32.0, "usd": "80.00"}]  # sums to the estimate
     # 32 GPUs: data_prep 1, sft ceil(32.1/32)=2, dpo ceil(24.1/32)=1 -> 4 h x 32 = 128 GPU-hours.
-    assert plan(large).json()["estimate"] == {**a, "gpu_hours": 128.0, "usd": "320.00",
-                                              "basis": a["basis"].replace("8 GPU(s)", "32 GPU(s)")}
+    assert plan(large).json()["estimate"] == {
+        **a, "gpu_hours": 128.0, "usd": "320.00", "basis": a["basis"].replace("8 GPU(s)", "32 GPU(s)"),
+        "stages": [{"name": "data_prep", "gpu_hours": 32.0, "usd": "80.00"},
+                   {"name": "sft", "gpu_hours": 64.0, "usd": "160.00"},
+                   {"name": "dpo", "gpu_hours": 32.0, "usd": "80.00"}]}
     pretrain = variant(target="pretrain", post_training=[])
     # pretrain stages: data_prep 1, pretrain ceil(1606/8)=201, mid_train ceil(401.5/8)=51, long_context ceil(200.8/8)=26.
     assert plan(small, pretrain).json()["estimate"]["gpu_hours"] == (1 + 201 + 51 + 26) * 8
@@ -262,7 +269,7 @@ def test_cancel_and_cleanup_requests(rb: ReferenceBackend, tenant: Tenant, make_
 def test_operator_lists_requests_by_account_and_status(rb: ReferenceBackend, tenant: Tenant,
                                                        make_tenant: MakeTenant) -> None:
     first = plan(tenant).json()["confirmation_request"]["request_id"]
-    second = plan(tenant).json()["confirmation_request"]["request_id"]
+    second = plan(tenant, variant(description="second")).json()["confirmation_request"]["request_id"]
     other = make_tenant()
     plan(other)
     rb.op.decline_request(first, decided_by="bob")
@@ -287,15 +294,16 @@ def test_operator_lists_requests_by_account_and_status(rb: ReferenceBackend, ten
 def test_pending_requests_per_account_are_bounded(rb: ReferenceBackend, tenant: Tenant,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reviews, "MAX_PENDING_PER_ACCOUNT", 2)
-    assert plan(tenant).status_code == plan(tenant).status_code == 201
-    r = plan(tenant)
+    assert plan(tenant).status_code == plan(tenant, variant(description="2")).status_code == 201
+    assert plan(tenant).status_code == 200  # the same manifest again: its pending request, nothing new opened
+    r = plan(tenant, variant(description="3"))
     assert r.status_code == 409 and code(r) == "too_many_pending_requests"
     run_id = tenant.created_run()["run_id"]
     r = ask(tenant, "training.cancel", run_id)
     assert r.status_code == 409 and code(r) == "too_many_pending_requests"
     # Deciding one frees a slot; an invalid plan opens nothing and is never refused for this.
     rb.op.decline_request(rb.op.confirmation_requests(tenant.account_id, "pending")[0]["request_id"])
-    assert plan(tenant).status_code == 201
+    assert plan(tenant, variant(description="4")).status_code == 201
     assert plan(tenant, variant(surprise=1)).json()["valid"] is False
 
 
@@ -390,3 +398,24 @@ def test_operator_lists_accounts_tokens_and_bookings(rb: ReferenceBackend, tenan
     assert rb.op.tokens(tenant.account_id)[0]["revoked"] is True
     assert [b["booking_id"] for b in rb.op.bookings(tenant.account_id)] == [tenant.booking_id]
 
+
+
+def test_stored_plan_bytes_stop_growing_once_requests_settle() -> None:
+    """Plans whose request expired (or was decided) more than the retention period ago lose their
+    manifest bytes, a bounded few per plan request: storage follows the retention window, not the
+    number of plans ever made."""
+    clock = Clock()
+    raw = variant(description="y" * 2000)
+    with ReferenceBackend(clock=clock, request_ttl_s=60, plan_retention_s=600) as rb:
+        account = rb.op.account()
+        _, token = rb.op.token(account)
+        booking = rb.op.booking(account, nodes=2)["booking_id"]
+        with client(rb, token) as http:
+            t = Tenant(rb, account, "", token, booking, http)
+            for _ in range(120):
+                r = plan(t, raw)
+                assert r.status_code == 201 and r.json()["valid"], r.text[:200]
+                clock.advance(61)  # each request expires before the next plan
+        kept = rb.query("SELECT COUNT(*) AS n, SUM(LENGTH(manifest) > 0) AS with_bytes FROM plans")[0]
+    # Settled within the last 600 s, plus the one still pending: about 600 / 61 of them.
+    assert kept["n"] == 120 and kept["with_bytes"] <= 12, kept

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -21,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import plans, public, reviews
 from .desk import pages as desk_pages
+from .desk import session as desk_session
 from .errors import ApiError, not_found
 from .faults import install_log_filter
 from .operator import OperatorApi, OperatorGuard
@@ -98,16 +100,24 @@ def _public_url(value: str | None) -> str | None:
 def create_app(
     db_path: str, *, operator_token: str, auto_advance_s: float | None = None, public_url: str | None = None,
     request_ttl_s: float = reviews.REQUEST_TTL_S, confirmation_ttl_s: float = reviews.CONFIRMATION_TTL_S,
+    plan_retention_s: float = reviews.PLAN_RETENTION_S, recent_sign_in_s: float = desk_session.RECENT_SIGN_IN_S,
+    clock: Callable[[], float] | None = None,
 ) -> Starlette:
     """Build the app over the SQLite database at `db_path` (created if missing).
 
     `public_url` is the origin people use to reach this backend (review and sign-in links); by
     default it is the address each connection came in on. The two TTLs bound how long a pending
     confirmation request stays open and how long a confirmation made at the desk stays usable.
+    `plan_retention_s` is how long a plan's manifest bytes are kept once its request was decided
+    or expired; `recent_sign_in_s` how recent a desk sign-in must be to Confirm. `clock` (epoch
+    seconds; default the real time) lets tests move time.
     """
     for name, ttl in (("request_ttl_s", request_ttl_s), ("confirmation_ttl_s", confirmation_ttl_s)):
         if not (math.isfinite(ttl) and -MAX_TTL_S <= ttl <= MAX_TTL_S):
             raise ValueError(f"{name} must be a finite number of seconds up to {MAX_TTL_S}")
+    for name, span in (("plan_retention_s", plan_retention_s), ("recent_sign_in_s", recent_sign_in_s)):
+        if not (math.isfinite(span) and 0 <= span <= MAX_TTL_S):
+            raise ValueError(f"{name} must be a finite number of seconds from 0 to {MAX_TTL_S}")
     if len(operator_token) < MIN_OPERATOR_TOKEN_CHARS:
         raise ValueError(f"operator_token must be at least {MIN_OPERATOR_TOKEN_CHARS} characters")
     if auto_advance_s is not None and not (
@@ -115,9 +125,12 @@ def create_app(
     ):
         raise ValueError(f"auto_advance_s must be in (0, {MAX_AUTO_ADVANCE_S}]")
     install_log_filter()
-    backend = Backend(store=Store(db_path), operator_token=operator_token, auto_advance_s=auto_advance_s,
+    store = Store(db_path) if clock is None else Store(db_path, clock)
+    backend = Backend(store=store, operator_token=operator_token, auto_advance_s=auto_advance_s,
                       public_url=_public_url(public_url),
-                      reviews=reviews.Settings(request_ttl_s=request_ttl_s, confirmation_ttl_s=confirmation_ttl_s))
+                      reviews=reviews.Settings(request_ttl_s=request_ttl_s, confirmation_ttl_s=confirmation_ttl_s,
+                                               plan_retention_s=plan_retention_s),
+                      desk=desk_session.DeskSettings(recent_sign_in_s=recent_sign_in_s))
     operator_app = OperatorGuard(backend, OperatorApi(backend).router())
     app = Starlette(
         routes=[*public.routes(backend), *plans.routes(backend), *desk_pages.routes(backend),

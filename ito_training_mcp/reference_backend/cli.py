@@ -11,6 +11,7 @@ import argparse
 import ipaddress
 import os
 import secrets
+import signal
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -48,6 +49,14 @@ def operator_token(path: str) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")
     return token
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: uvicorn has shut down gracefully and re-raises the signal after it."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,13 +132,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                       file=sys.stderr, flush=True)
 
     server = _Announcing(server_config(app, host=args.host, port=args.port))
+    # uvicorn handles SIGTERM gracefully, then re-raises it: with the default action the process would
+    # die before the database is closed, leaving its -wal and -shm files. This handler turns it into a
+    # clean stop, so `finally` checkpoints the log into the database file and removes them.
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         server.run()
     except SystemExit:  # uvicorn exits this way when it cannot bind
         return 1
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled after a graceful shutdown
+    except (KeyboardInterrupt, _Terminated):  # re-raised by uvicorn after a graceful shutdown
         print("ito-training backend: stopped", file=sys.stderr)
         return 0
     finally:
+        signal.signal(signal.SIGTERM, previous)
         app.state.backend.store.close()
     return 0 if server.started else 1

@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Sequence
 from typing import NoReturn
 
 MIN_TOKEN_CHARS = 16
@@ -44,9 +45,39 @@ class QuietParser(argparse.ArgumentParser):
             if re.fullmatch(r"[A-Za-z0-9_/, -]{1,200}", names):
                 first = names.split(",")[0].split("/")[-1].strip()
                 raise UsageError(f"{self.prog}: missing {names}; {help_hint}.", first)
-        if message.startswith("unrecognized arguments"):
+        if message.startswith("unrecognized arguments"):  # only when parse_args below was bypassed
             raise UsageError(f"{self.prog}: unrecognized arguments (not shown); {help_hint}.")
         raise UsageError(f"{self.prog}: missing, unknown or malformed arguments; {help_hint}.")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """As argparse's, but what could not be placed is worded by the main CLI's rules
+        (`cli_usage.from_leftovers`): an unknown option is named when it looks like an option name
+        and holds no credential shape (with a "did you mean" among the flags of the sub-command that
+        was given); a stray value is never shown."""
+        parsed, leftovers = self.parse_known_args(args, namespace)
+        if leftovers:
+            from ..cli_usage import from_leftovers
+
+            owner = self._owner(parsed)
+            flags = sorted(s for s in owner._option_string_actions if s.startswith("--"))
+            found = from_leftovers(owner.prog, leftovers, flags)
+            raise UsageError(found.message, found.argument)
+        return parsed
+
+    def _owner(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The deepest sub-command parser `parsed` went through."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            chosen = None
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    name = getattr(parsed, str(action.dest), None)
+                    chosen = action.choices.get(name) if isinstance(name, str) else None
+            if chosen is None:
+                return parser
+            parser = chosen
 
 
 class TokenFileError(Exception):

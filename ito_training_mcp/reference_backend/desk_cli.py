@@ -133,12 +133,25 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("request_id", metavar="REQUEST")
         p.add_argument("--by", metavar="NAME", help="who decided, recorded with the decision (default operator)")
     add("runs", "List every run, newest first.")
-    for name, help_text in (("advance", "Advance a run one step."), ("finish", "Pass every remaining stage.")):
-        add(name, help_text).add_argument("run_id", metavar="RUN")
-    p = add("fail-gate", "Fail a stage's gate (default the running one); the run ends in gate_failed.")
-    p.add_argument("run_id", metavar="RUN")
+    for name, help_text in (("advance", "Advance a run one step."), ("finish", "Pass every remaining stage."),
+                            ("fail-gate", "Fail a stage's gate (default the running one); the run ends in "
+                                          "gate_failed.")):
+        p = add(name, help_text)
+        p.add_argument("--run", metavar="RUN", dest="run", help="the run (also accepted without --run)")
+        p.add_argument("run_id", metavar="RUN", nargs="?", help=argparse.SUPPRESS)
     p.add_argument("--stage", metavar="STAGE", help="the stage to fail; the stages before it pass first")
     return parser
+
+
+def _run_id(args: argparse.Namespace) -> str:
+    """`--run RUN`, as every other command names a run; the bare `RUN` of earlier versions still works."""
+    given = [v for v in (args.run, args.run_id) if v is not None]
+    if not given:
+        raise UsageError(f"{PROG} {args.command}: --run is required; see '{PROG} {args.command} --help'.", "--run")
+    if len(given) == 2 and given[0] != given[1]:
+        raise UsageError(f"{PROG} {args.command}: the run is given twice, differently; give it once as --run RUN.",
+                         "--run")
+    return str(given[0])
 
 
 # -- connection ----------------------------------------------------------------------------------
@@ -166,12 +179,17 @@ def _url(args: argparse.Namespace, env: dict[str, str]) -> str:
 def _token(args: argparse.Namespace) -> str:
     explicit = args.operator_token_file is not None
     path = args.operator_token_file if explicit else f"{args.db or DEFAULT_DB}{TOKEN_SUFFIX}"
+    if not explicit and args.db is None and not os.path.lexists(path):
+        raise UsageError(
+            f"{PROG}: no operator token file at ./{path} (the default, in the current directory). Run this where "
+            f"'ito-training backend' was started, or pass --db PATH (the backend's database; its token file is "
+            f"PATH{TOKEN_SUFFIX}) or --operator-token-file PATH.", "--db")
     try:
         return read_operator_token(path)
-    except TokenFileError as exc:
-        where = "--operator-token-file" if explicit else ("<--db>" + TOKEN_SUFFIX if args.db else path)
-        raise UsageError(f"{PROG}: {exc} ({where}); start 'ito-training backend' or pass --operator-token-file.",
-                         "--operator-token-file") from None
+    except TokenFileError as exc:  # names the flag, never a path that was typed
+        where = "--operator-token-file" if explicit else ("<--db>" + TOKEN_SUFFIX if args.db else f"./{path}")
+        raise UsageError(f"{PROG}: {exc} ({where}); start 'ito-training backend', or pass --db PATH or "
+                         "--operator-token-file PATH.", "--operator-token-file") from None
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -199,7 +217,8 @@ def _request_line(r: dict[str, Any]) -> list[str]:
 
 def _decided(r: dict[str, Any]) -> str:
     if r["status"] == "confirmed":
-        return terminal_safe(f"{r['request_id']} confirmed. Confirmation ref for the agent: {r['confirmation_ref']}")
+        return terminal_safe(f"{r['request_id']} confirmed (confirmation ref {r['confirmation_ref']}); the agent "
+                             "picks it up with confirmation_status.")
     return terminal_safe(f"{r['request_id']} {r['status']}; nothing was confirmed.")
 
 
@@ -297,11 +316,11 @@ def _execute(op: Any, args: argparse.Namespace, out: Out) -> Result:
     if command == "runs":
         return op.runs(), lambda rows: "\n".join(_run_line(r) for r in rows) or "(none)"
     if command == "advance":
-        return op.advance(args.run_id), _run_line
+        return op.advance(_run_id(args)), _run_line
     if command == "finish":
-        return op.finish(args.run_id), _run_line
+        return op.finish(_run_id(args)), _run_line
     if command == "fail-gate":
-        return op.fail_gate(args.run_id, stage=args.stage), _run_line
+        return op.fail_gate(_run_id(args), stage=args.stage), _run_line
     raise UsageError(f"{PROG}: a command is required; see '{PROG} --help'.", "command")
 
 

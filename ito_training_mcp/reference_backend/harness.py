@@ -63,7 +63,8 @@ class ReferenceBackend:
         keep_alive_s: int = serving.KEEP_ALIVE_S,
         **app_options: Any,
     ) -> None:
-        """`app_options` go to `create_app`: public_url, request_ttl_s, confirmation_ttl_s."""
+        """`app_options` go to `create_app`: public_url, request_ttl_s, confirmation_ttl_s,
+        plan_retention_s, recent_sign_in_s, clock."""
         self.header_timeout_s, self.body_timeout_s, self.keep_alive_s = header_timeout_s, body_timeout_s, keep_alive_s
         self._tmpdir = None if db_path is not None else tempfile.mkdtemp(prefix="ito-reference-backend-")
         self.db_path = db_path if db_path is not None else str(Path(self._tmpdir or ".") / "backend.sqlite3")

@@ -25,7 +25,11 @@ _TARGET_STAGES = {
 
 @dataclass(frozen=True)
 class Plan:
-    """What the run needs from its manifest, kept so the manifest bytes need not be stored."""
+    """What the run needs from its manifest, kept so the manifest bytes need not be stored.
+
+    `stage_usd` is the estimate's cost of each stage, in run order: what the run accrues as each
+    gate passes. Runs recorded before it existed have none and accrue the confirmed maximum
+    spread evenly over their stages."""
 
     target: str
     parameter_count: int
@@ -34,9 +38,30 @@ class Plan:
     retain_last: int
     suite: str
     max_incremental_usd: str
+    stage_usd: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "stage_usd": list(self.stage_usd)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        known["stage_usd"] = tuple(str(v) for v in known.get("stage_usd", ()))
+        return cls(**known)
+
+    @property
+    def estimate_usd(self) -> str | None:
+        return f"{sum((Decimal(v) for v in self.stage_usd), Decimal('0')):.2f}" if self.stage_usd else None
+
+    def cost_after(self, passed: int, stages: int) -> str:
+        """Cost accrued once `passed` of `stages` gates have passed: the estimate's stages so far,
+        never more than the confirmed maximum."""
+        cap = Decimal(self.max_incremental_usd)
+        if self.stage_usd:
+            accrued = sum((Decimal(v) for v in self.stage_usd[:passed]), Decimal("0"))
+        else:
+            accrued = (cap * passed / max(stages, 1)).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
+        return f"{min(accrued, cap):.2f}"
 
 
 @dataclass
@@ -180,8 +205,7 @@ def _pass_current(rec: RunRecord, index: int, now: float) -> None:
     rec.goodput = round(0.97 - 0.005 * (k % 4), 4)
     rec.interruption_rate = round(0.001 * (k % 3), 4)
     rec.checkpoint_bandwidth_gbps = round(12.5 + 0.25 * k, 2)
-    budget = Decimal(rec.plan.max_incremental_usd)
-    rec.cost_usd_to_date = str((budget * k / len(rec.stages)).quantize(Decimal("0.01"), rounding=ROUND_DOWN))
+    rec.cost_usd_to_date = rec.plan.cost_after(k, len(rec.stages))
     name = stage["name"]
     rec.new_logs.append((name, f"stage {name} gate passed: loss={evals['loss']} eval_loss={evals['eval_loss']}"))
     rec.new_logs.append((name, f"checkpoint saved at step {step}"))

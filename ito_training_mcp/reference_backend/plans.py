@@ -2,9 +2,11 @@
 
 `POST /v1/training-plans` validates a manifest server-side without creating anything, estimates
 its cost and, when every check passes, opens a pending `training.create` confirmation request.
-`POST /v1/confirmation-requests` opens one for cancelling or cleaning up a run. Nothing here
-confirms anything: only a person at the desk (or the operator API, headless) decides a request.
-Neither POST is keyed: each call opens a new request, and an unused one simply expires.
+While such a request is pending (undecided, unexpired) for the same account, booking and digest,
+planning the same manifest again answers that request (and its plan, 200) instead of opening a
+second one: one intent is one request. `POST /v1/confirmation-requests` opens one for cancelling
+or cleaning up a run. Nothing here confirms anything: only a person at the desk (or the operator
+API, headless) decides a request. Neither POST is keyed.
 """
 
 from __future__ import annotations
@@ -62,7 +64,13 @@ async def create_plan(backend: Backend, ctx: Ctx) -> Reply:
     assert account is not None  # a token's account always exists (foreign key)
     manifest, checks = policy.evaluate(manifest_bytes, booking, account)
     valid = manifest is not None and all(c["status"] == "passed" for c in checks)
+    base = backend.base_url(ctx.request.scope)
     if valid:
+        now = store.clock()
+        pending = reviews.pending_create(store, account_id, booking_id, digest, now)
+        opened = None if pending is None or pending["plan_id"] is None else reviews.plan(store, pending["plan_id"])
+        if pending is not None and opened is not None:  # the same intent, still waiting: the same request
+            return Reply(200, reviews.plan_view(opened, reviews.request_view(pending, now, base)))
         _too_many(backend, account_id)
     estimate = None if manifest is None else policy.estimate(manifest, booking)
     max_cost = f"{manifest.budget.max_incremental_cost_usd:.2f}" if valid and manifest is not None else None
@@ -70,7 +78,6 @@ async def create_plan(backend: Backend, ctx: Ctx) -> Reply:
         store, account_id=account_id, booking_id=booking_id, manifest_sha256=digest, manifest=manifest_bytes,
         checks=checks, estimate=estimate, max_cost_usd=max_cost, settings=backend.reviews,
     )
-    base = backend.base_url(ctx.request.scope)
     view = None if request is None else reviews.request_view(request, store.clock(), base)
     return Reply(201, reviews.plan_view(plan, view))
 

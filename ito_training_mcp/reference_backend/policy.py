@@ -174,6 +174,18 @@ def _report(name: str, failure: Failure | None) -> dict[str, Any]:
     return {"name": name, "status": "failed", "reason": failure.reason, "message": failure.message}
 
 
+def _stage_hours(manifest: TrainingManifest, booking: sqlite3.Row) -> tuple[int, list[tuple[str, int]]]:
+    """The booking's GPU count and, per stage of the run, the whole hours it holds the booking."""
+    gpus = _gpus(booking)
+    names = stage_names(manifest.target.value, [s.value for s in manifest.post_training])
+    billions = Decimal(manifest.model.parameter_count) / Decimal(10**9)
+    return gpus, [(name, max(1, math.ceil(GPU_HOURS_PER_BILLION[name] * billions / gpus))) for name in names]
+
+
+def _usd(gpu_hours: int) -> Decimal:
+    return (Decimal(gpu_hours) * GPU_HOUR_RATE_USD).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+
+
 def estimate(manifest: TrainingManifest, booking: sqlite3.Row) -> dict[str, Any]:
     """GPU-hours and USD for a manifest on a booking; deterministic, not a cap.
 
@@ -181,25 +193,25 @@ def estimate(manifest: TrainingManifest, booking: sqlite3.Row) -> dict[str, Any]
     `GPU_HOURS_PER_BILLION[stage] x parameters / 1e9` GPU-hours of work; it occupies the whole
     booking for that work divided by the booking's GPU count, rounded UP to whole hours. The
     estimate is the sum over stages of those hours times the GPU count, priced at
-    `GPU_HOUR_RATE_USD` per GPU-hour and rounded to cents.
+    `GPU_HOUR_RATE_USD` per GPU-hour (exact in cents). `stages` breaks it down per stage, in run
+    order; a run accrues its cost by this breakdown as its stage gates pass (`plan_for`).
     """
-    gpus = _gpus(booking)
-    names = stage_names(manifest.target.value, [s.value for s in manifest.post_training])
-    billions = Decimal(manifest.model.parameter_count) / Decimal(10**9)
-    hours = 0
-    for name in names:
-        work = GPU_HOURS_PER_BILLION[name] * billions
-        hours += max(1, math.ceil(work / gpus))
-    gpu_hours = hours * gpus
-    usd = (Decimal(gpu_hours) * GPU_HOUR_RATE_USD).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    gpus, stages = _stage_hours(manifest, booking)
+    gpu_hours = sum(hours for _, hours in stages) * gpus
+    names = [name for name, _ in stages]
     basis = (f"{len(names)} stage(s) ({', '.join(names)}), each a fixed number of GPU-hours per billion parameters "
              f"for its kind, rounded up to whole hours on the booking's {gpus} GPU(s), "
              f"at {GPU_HOUR_RATE_USD} USD per GPU-hour.")
-    return {"usd": f"{usd:.2f}", "gpu_hours": float(gpu_hours), "basis": basis}
+    return {"usd": f"{_usd(gpu_hours):.2f}", "gpu_hours": float(gpu_hours), "basis": basis,
+            "stages": [{"name": name, "gpu_hours": float(hours * gpus), "usd": f"{_usd(hours * gpus):.2f}"}
+                       for name, hours in stages]}
 
 
-def plan_for(manifest: TrainingManifest) -> tuple[Plan, list[str]]:
-    """The run's plan and stage names, derived from a validated manifest."""
+def plan_for(manifest: TrainingManifest, booking: sqlite3.Row) -> tuple[Plan, list[str]]:
+    """The run's plan and stage names, derived from a validated manifest on its booking. The plan
+    carries the estimate's per-stage cost, which the run accrues as its gates pass (capped by the
+    confirmed maximum)."""
+    gpus, stages = _stage_hours(manifest, booking)
     suite = re.sub(r"[^A-Za-z0-9._-]", "_", manifest.data[0].decontamination.eval_suites[0])[:64]
     plan = Plan(
         target=manifest.target.value,
@@ -209,5 +221,6 @@ def plan_for(manifest: TrainingManifest) -> tuple[Plan, list[str]]:
         retain_last=manifest.checkpoints.retain_last,
         suite=suite,
         max_incremental_usd=f"{manifest.budget.max_incremental_cost_usd:.2f}",
+        stage_usd=tuple(f"{_usd(hours * gpus):.2f}" for _, hours in stages),
     )
     return plan, stage_names(manifest.target.value, [s.value for s in manifest.post_training])

@@ -284,7 +284,7 @@ async def create_run(backend: Backend, ctx: Ctx) -> Reply:
     account = store.account(account_id)
     assert account is not None  # a token's account always exists (foreign key)
     manifest = policy.validate(manifest_bytes, booking, account, conf["max_cost_usd"])
-    plan, names = policy.plan_for(manifest)
+    plan, names = policy.plan_for(manifest, booking)
     rec = RunRecord(
         run_id=new_id("run"), account_id=account_id, booking_id=booking_id, manifest_sha256=digest,
         idempotency_key=ctx.key, state="queued", stages=lifecycle.new_stages(names), plan=plan,

@@ -5,6 +5,10 @@ of them. A confirmation request is `pending` until a person decides it at the de
 operator does, headless); it reads as `expired` once its deadline has passed undecided.
 Confirming creates the `confirmations` row that create / cancel / cleanup consume, in the same
 transaction that marks the request decided, so a request is decided at most once.
+
+Retention: a plan records when its request settled (was decided, or expired undecided). Each new
+plan deletes the stored manifest bytes of at most `PURGE_BATCH` plans settled more than
+`Settings.plan_retention_s` ago, so stored bytes stop growing without any unbounded sweep.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from .store import Store, new_id, rfc3339
 
 REQUEST_TTL_S = 60 * 60
 CONFIRMATION_TTL_S = 30 * 60
+PLAN_RETENTION_S = 24 * 60 * 60
+PURGE_BATCH = 4  # plans whose bytes are deleted per plan request, at most: bounded work, faster than growth
 MAX_PENDING_PER_ACCOUNT = 100
 MAX_LISTED_REQUESTS = 500
 KEEP_PLANS_WITHOUT_REQUEST = 200  # per account: older invalid plans (and their bytes) are dropped
@@ -36,6 +42,7 @@ class DecisionError(Exception):
 class Settings:
     request_ttl_s: float = REQUEST_TTL_S
     confirmation_ttl_s: float = CONFIRMATION_TTL_S
+    plan_retention_s: float = PLAN_RETENTION_S
 
 
 def status_of(row: sqlite3.Row | dict[str, Any], now: float) -> str:
@@ -76,6 +83,27 @@ def pending_count(store: Store, account_id: str, now: float) -> int:
     return 0 if row is None else int(row["n"])
 
 
+def pending_create(store: Store, account_id: str, booking_id: str, manifest_sha256: str, now: float
+                   ) -> sqlite3.Row | None:
+    """The pending, unexpired `training.create` request for exactly this account, booking and digest."""
+    return store.row(
+        "SELECT * FROM confirmation_requests WHERE account_id = ? AND booking_id = ? AND manifest_sha256 = ? "
+        "AND action = 'training.create' AND status = 'pending' AND expires_at > ? "
+        "ORDER BY created_at DESC, request_id LIMIT 1", (account_id, booking_id, manifest_sha256, now))
+
+
+def purge_settled(conn: sqlite3.Connection, now: float, retention_s: float, limit: int = PURGE_BATCH) -> int:
+    """Delete the stored manifest bytes of at most `limit` plans whose request was decided or expired
+    more than `retention_s` ago (oldest first, through an index: bounded work). The plan row, its
+    digest, checks and estimate stay; the desk then says the bytes are gone."""
+    due = [row[0] for row in conn.execute(
+        "SELECT plan_id FROM plans WHERE settled_at IS NOT NULL AND settled_at <= ? ORDER BY settled_at LIMIT ?",
+        (now - retention_s, limit))]
+    conn.executemany("UPDATE plans SET manifest = X'', settled_at = NULL, manifest_purged_at = ? WHERE plan_id = ?",
+                     [(now, plan_id) for plan_id in due])
+    return len(due)
+
+
 def _insert_request(conn: sqlite3.Connection, values: dict[str, Any], now: float, ttl_s: float) -> str:
     request_id = new_id("creq")
     conn.execute(
@@ -95,6 +123,7 @@ def create_plan(
     now = store.clock()
     plan_id = new_id("plan")
     with store.tx() as conn:
+        purge_settled(conn, now, settings.plan_retention_s)
         request_id = None
         if max_cost_usd is not None:
             request_id = _insert_request(conn, {
@@ -102,9 +131,12 @@ def create_plan(
                 "plan_id": plan_id, "manifest_sha256": manifest_sha256, "max_cost_usd": max_cost_usd,
             }, now, settings.request_ttl_s)
         conn.execute(
-            "INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO plans (plan_id, account_id, booking_id, manifest_sha256, manifest, valid, checks, estimate, "
+            "request_id, created_at, settled_at, manifest_purged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
             (plan_id, account_id, booking_id, manifest_sha256, manifest, int(max_cost_usd is not None),
-             json.dumps(checks), None if estimate is None else json.dumps(estimate), request_id, now),
+             json.dumps(checks), None if estimate is None else json.dumps(estimate), request_id, now,
+             # a plan's request settles when it expires, unless decided sooner (decide() moves it)
+             None if request_id is None else now + settings.request_ttl_s),
         )
         if request_id is None:  # nobody will review an invalid plan: keep only the newest few
             conn.execute(
@@ -192,6 +224,9 @@ def decide(
         )
         if cur.rowcount != 1:  # pragma: no cover - the transaction already holds the write lock
             raise DecisionError("decided")
+        if row["plan_id"] is not None:
+            conn.execute("UPDATE plans SET settled_at = ? WHERE plan_id = ? AND manifest_purged_at IS NULL",
+                         (now, row["plan_id"]))
     decided = request(store, request_id)
     assert decided is not None
     return decided

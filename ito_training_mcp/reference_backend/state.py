@@ -6,6 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .desk.session import DeskSettings
 from .faults import FaultRegistry
 from .reviews import Settings
 from .store import Store
@@ -23,6 +24,7 @@ class Backend:
     auto_advance_s: float | None = None
     public_url: str | None = None
     reviews: Settings = field(default_factory=Settings)
+    desk: DeskSettings = field(default_factory=DeskSettings)
     faults: FaultRegistry = field(default_factory=FaultRegistry)
     in_flight: set[tuple[str, str]] = field(default_factory=set)
     requests: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_REQUEST_LOG))

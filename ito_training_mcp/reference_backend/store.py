@@ -10,6 +10,7 @@ Tokens are stored as SHA-256 digests, never in clear.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -129,7 +130,9 @@ CREATE TABLE IF NOT EXISTS plans (
     checks TEXT NOT NULL,
     estimate TEXT,
     request_id TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    settled_at REAL,
+    manifest_purged_at REAL
 );
 CREATE TABLE IF NOT EXISTS confirmation_requests (
     request_id TEXT PRIMARY KEY,
@@ -162,8 +165,19 @@ CREATE TABLE IF NOT EXISTS desk_sessions (
     account_id TEXT NOT NULL REFERENCES accounts(account_id),
     expires_at REAL NOT NULL,
     revoked_at REAL,
+    created_at REAL NOT NULL,
+    last_seen_at REAL
+);
+CREATE TABLE IF NOT EXISTS desk_form_tokens (
+    token_sha256 TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    actions TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    used_at REAL,
     created_at REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS desk_form_tokens_by_session ON desk_form_tokens (session_id);
+CREATE INDEX IF NOT EXISTS desk_form_tokens_by_expiry ON desk_form_tokens (expires_at);
 CREATE TABLE IF NOT EXISTS metric_history (
     run_id TEXT NOT NULL,
     step INTEGER NOT NULL,
@@ -173,6 +187,20 @@ CREATE TABLE IF NOT EXISTS metric_history (
     PRIMARY KEY (run_id, step)
 );
 """
+# Columns added after the first release: (table, column, declaration). A database created by an
+# older version gets them on open; `_backfill` then fills what can be derived.
+ADDED_COLUMNS = (
+    ("plans", "settled_at", "REAL"),
+    ("plans", "manifest_purged_at", "REAL"),
+    ("desk_sessions", "last_seen_at", "REAL"),
+)
+# Indexes over added columns are created after the migration (an old table lacks the column before).
+LATE_SCHEMA = (
+    "CREATE INDEX IF NOT EXISTS plans_by_settled ON plans (settled_at) WHERE settled_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS confirmation_requests_by_manifest ON confirmation_requests "
+    "(account_id, booking_id, manifest_sha256)",
+    "CREATE INDEX IF NOT EXISTS runs_by_booking ON runs (account_id, booking_id)",
+)
 
 MAX_LISTED_RUNS = 1000
 MAX_AUTO_ADVANCES = 64
@@ -210,9 +238,29 @@ class Store:
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            self._migrate(conn)
+            for statement in LATE_SCHEMA:
+                conn.execute(statement)
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        for table, column, declaration in ADDED_COLUMNS:
+            present = {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}  # constant names
+            if column not in present:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                if (table, column) == ("plans", "settled_at"):
+                    # Plans recorded before retention existed: settled when their request was decided or expired.
+                    conn.execute(
+                        "UPDATE plans SET settled_at = (SELECT COALESCE(r.decided_at, r.expires_at) "
+                        "FROM confirmation_requests r WHERE r.request_id = plans.request_id) "
+                        "WHERE request_id IS NOT NULL")
 
     def close(self) -> None:
+        """Checkpoint the write-ahead log into the database file and close: the -wal and -shm
+        files are removed when this is the last connection."""
         with self._lock:
+            with contextlib.suppress(sqlite3.Error):  # e.g. another process holds a read lock: close anyway
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._conn.close()
 
     @contextmanager
@@ -333,7 +381,7 @@ class Store:
         return RunRecord(
             run_id=row["run_id"], account_id=row["account_id"], booking_id=row["booking_id"],
             manifest_sha256=row["manifest_sha256"], idempotency_key=row["idempotency_key"], state=row["state"],
-            stages=json.loads(row["stages"]), plan=Plan(**json.loads(row["plan"])), step=row["step"],
+            stages=json.loads(row["stages"]), plan=Plan.from_json(json.loads(row["plan"])), step=row["step"],
             loss=row["loss"], cost_usd_to_date=row["cost_usd_to_date"], goodput=row["goodput"],
             interruption_rate=row["interruption_rate"], checkpoint_bandwidth_gbps=row["checkpoint_bandwidth_gbps"],
             created_at=row["created_at"], updated_at=row["updated_at"], advanced_at=row["advanced_at"],

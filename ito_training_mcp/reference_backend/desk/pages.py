@@ -1,13 +1,12 @@
-"""The desk's routes, mounted at `/desk`, and the checks every request passes first.
+"""The desk's routes, mounted at `/desk`.
 
-Before any page: a request carrying an `Authorization` header is refused (API credentials can
-never act here). Every POST must come from the desk's own pages: `Sec-Fetch-Site`, when the
-browser sends it, must be same-origin; `Origin`, when sent and not "null", must be this desk's
-origin (with `Referrer-Policy: no-referrer` browsers send "null" for their own forms); the body
-is a small urlencoded form; and, once signed in, it must carry the session's CSRF token. Pages
-need a session (cookie) except the sign-in page and the stylesheet. Another account's request or
-run is a 404 exactly like a missing one. Every response carries the security headers of
-`render.SECURITY_HEADERS` (strict CSP, no framing, no referrer, no caching).
+Every request first passes `guard.screen` (no API credentials; POSTs only from the desk's own
+pages in a browser). Pages need a session except the sign-in page and the static files; a page
+opened without one answers 401 and remembers (in a short-lived cookie) where the person wanted
+to go, so signing in returns them there. Every form carries the page's single-use form token;
+Confirm also needs a recent sign-in (`session.DeskSettings.recent_sign_in_s`). Another account's
+request or run is a 404 exactly like a missing one. Every response carries the security headers
+of `render.SECURITY_HEADERS` (strict CSP, no framing, origin-only referrer, no caching).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import re
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs
 
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -28,46 +26,23 @@ from ...inputs import ID_PATTERN
 from .. import reviews
 from ..state import Backend
 from ..store import rfc3339
-from . import review, session
-from .render import SECURITY_HEADERS, Markup, chart, definition_list, document, esc, form, h, join, link, table
+from . import decision, facts, review, session
+from .guard import DeskError, error_page, html, is_https, read_form, redirect, screen, set_cookie
+from .render import SECURITY_HEADERS, Markup, chart, definition_list, document, form, h, join, link, table
 
 _ID_RE = re.compile(ID_PATTERN)
-MAX_FORM_BYTES = 8 * 1024
 RECENT_DECIDED = 20
 RECENT_LOG_LINES = 50
+RETURN_COOKIE_S = 30 * 60
+SIGN_OUT = "/desk/sign-out"
 Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-class DeskError(Exception):
-    """Answered as an HTML error page with this status; the text is fixed, never request content."""
-
-    def __init__(self, status: int, title: str, message: str, *, retry_path: str | None = None) -> None:
-        super().__init__(f"{status} {title}")
-        self.status, self.title, self.message, self.retry_path = status, title, message, retry_path
-
-
-def _html(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(body, status_code=status, media_type="text/html; charset=utf-8",
-                    headers={**SECURITY_HEADERS, **(headers or {})})
-
-
-def _error_page(exc: DeskError) -> Response:
-    body = h('<div class="error-box"><p>{}</p></div>', exc.message)
-    if exc.retry_path is not None:
-        body = join([body, h('<p>Already signed in? A page opened from another site arrives without your session '
-                             'cookie: <a href="{}">continue to this page</a>.</p>', exc.retry_path)])
-    return _html(document(exc.title, body), exc.status)
-
-
-def _redirect(path: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(status_code=303, headers={**SECURITY_HEADERS, "Location": path, **(headers or {})})
 
 
 class DeskApp:
     """ASGI app for everything under /desk."""
 
     def __init__(self, backend: Backend) -> None:
-        self.backend, self.store = backend, backend.store
+        self.backend, self.store, self.settings = backend, backend.store, backend.desk
         files = resources.files(__package__)
         self._static = {"desk.css": (files.joinpath("desk.css").read_bytes(), "text/css; charset=utf-8"),
                         "favicon.svg": (files.joinpath("favicon.svg").read_bytes(), "image/svg+xml")}
@@ -91,89 +66,70 @@ class DeskApp:
             return
         request = Request(scope, receive)
         try:
-            self._screen(request)
+            screen(request, self.backend)
             await self.router(scope, receive, send)
             return
         except DeskError as exc:
-            response = _error_page(exc)
+            response = error_page(exc)
         except HTTPException as exc:
-            response = _error_page(DeskError(exc.status_code, "Not available", "This page does not accept that."))
+            response = error_page(DeskError(exc.status_code, "Not available", "This page does not accept that."))
         await response(scope, receive, send)
 
     async def _not_found(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await _error_page(DeskError(404, "Not found", "There is no such page."))(scope, receive, send)
-
-    # -- checks every request passes ---------------------------------------------------------------
-    def _origins(self, request: Request) -> set[str]:
-        allowed = {f"{request.url.scheme}://{request.headers.get('host', '')}"}
-        if self.backend.public_url:
-            allowed.add(self.backend.public_url)
-        return allowed
-
-    def _screen(self, request: Request) -> None:
-        if "authorization" in request.headers:
-            raise DeskError(401, "API credentials refused",
-                            "The desk does not accept API tokens or any Authorization header. A person signs in "
-                            "with a single-use link from the operator.")
-        if request.method == "POST":
-            fetch_site = request.headers.get("sec-fetch-site")
-            origin = request.headers.get("origin")
-            if fetch_site is not None and fetch_site != "same-origin":
-                raise DeskError(403, "Refused", "Forms are accepted only from the desk's own pages.")
-            # Under Referrer-Policy: no-referrer browsers send "Origin: null" even on same-origin form posts,
-            # so "null" proves nothing either way; Sec-Fetch-Site and the CSRF token decide then.
-            if origin is not None and origin != "null" and origin not in self._origins(request):
-                raise DeskError(403, "Refused", "Forms are accepted only from the desk's own pages.")
+        await error_page(DeskError(404, "Not found", "There is no such page."))(scope, receive, send)
 
     def _guarded(self, fn: Endpoint) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             try:
                 return await fn(request)
             except DeskError as exc:
-                return _error_page(exc)
+                return error_page(exc)
             except ClientDisconnect:
                 return Response(status_code=400)  # never sent: the client is gone
 
         return endpoint
 
+    # -- sessions, cookies and forms ----------------------------------------------------------------
+    def _https(self, request: Request) -> bool:
+        return is_https(request, self.backend)
+
+    def _return_cookie(self, request: Request, path: str) -> dict[str, str]:
+        """Remember where the person wanted to go, for after sign-in (a desk page path only)."""
+        target = session.safe_next(path)
+        if target is None:
+            return {}
+        _, name = session.cookie_names(self._https(request))
+        return {"Set-Cookie": set_cookie(name, target, RETURN_COOKIE_S, self._https(request))}
+
     def _session(self, request: Request) -> session.Session:
-        found = session.session_for(self.store, request.cookies.get(session.COOKIE_NAME))
+        name, _ = session.cookie_names(self._https(request))
+        found = session.session_for(self.store, request.cookies.get(name), self.settings.session_idle_s)
         if found is None:
-            raise DeskError(401, "Not signed in",
-                            "Sign in with the single-use link your operator gives you "
-                            "(ito-training desk login-link --account ID).", retry_path=request.url.path)
+            remember = self._return_cookie(request, request.url.path) if request.method == "GET" else {}
+            raise DeskError(
+                401, "Not signed in",
+                "You are not signed in here. Open the single-use sign-in link your operator gives you; after "
+                "signing in you come back to this page.",
+                extra=Markup('<p class="hint">For the operator: <code>ito-training desk login-link --account '
+                             'ACCOUNT</code> mints a sign-in link for one account.</p>'),
+                retry_path=request.url.path, headers=remember)
         return found
 
-    async def _form(self, request: Request) -> dict[str, str]:
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type != "application/x-www-form-urlencoded":
-            raise DeskError(400, "Bad form", "The form was not sent as a form.")
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > MAX_FORM_BYTES):
-            raise DeskError(413, "Form too large", "The form is larger than the desk accepts.")
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_FORM_BYTES:
-                raise DeskError(413, "Form too large", "The form is larger than the desk accepts.")
-        try:
-            fields = parse_qs(body.decode("ascii"), keep_blank_values=True, strict_parsing=False, max_num_fields=8)
-        except (UnicodeDecodeError, ValueError):
-            raise DeskError(400, "Bad form", "The form could not be read.") from None
-        if any(len(values) != 1 for values in fields.values()):
-            raise DeskError(400, "Bad form", "The form repeats a field.")
-        return {key: values[0] for key, values in fields.items()}
-
     async def _checked_post(self, request: Request) -> session.Session:
+        """A POST from a page of this session: its single-use form token, for exactly this action."""
         current = self._session(request)
-        fields = await self._form(request)
-        if not session.csrf_ok(current, fields.get("csrf")):
-            raise DeskError(403, "Refused", "The form's security token is missing or wrong. Reload the page and "
-                                            "try again.")
+        fields = await read_form(request)
+        if not session.use_form_token(self.store, current, fields.get("csrf"), request.url.path):
+            raise DeskError(403, "Refused", "The form's security token is missing, wrong or already used. Open the "
+                                            "page again and decide there.")
         return current
 
-    def _page(self, title: str, body: Markup, current: session.Session, status: int = 200) -> Response:
-        return _html(document(title, body, account=current.account_id, csrf=current.csrf), status)
+    def _token(self, current: session.Session, *actions: str) -> str:
+        return session.mint_form_token(self.store, current, [SIGN_OUT, *actions])
+
+    def _page(self, title: str, body: Markup, current: session.Session, token: str, status: int = 200,
+              headers: dict[str, str] | None = None) -> Response:
+        return html(document(title, body, account=current.account_id, token=token), status, headers)
 
     # -- sign-in ------------------------------------------------------------------------------------
     async def sign_in_page(self, request: Request) -> Response:
@@ -181,32 +137,41 @@ class DeskApp:
         state, account_id = session.link_state(self.store, secret)
         if state != "usable" or account_id is None:
             raise _link_error(state)
+        target = session.safe_next(request.query_params.get("next"))
+        hidden = [("next", target)] if target is not None else []
         body = h('<section><p>This single-use link signs you in to the desk as account <strong>{}</strong>. '
-                 'Opening it did not use it; signing in does.</p>'
-                 '<form method="post" action="{}"><button type="submit" class="primary">Sign in as {}</button>'
-                 '</form></section>', account_id, f"/desk/sign-in/{secret}", account_id)
-        return _html(document("Sign in", body))
+                 'Opening it did not use it; signing in does.</p>{}</section>', account_id,
+                 form(f"/desk/sign-in/{secret}", None, f"Sign in as {account_id}", css="primary", hidden=hidden))
+        return html(document("Sign in", body))
 
     async def sign_in(self, request: Request) -> Response:
         secret = str(request.path_params["secret"])
-        await self._form(request)
-        previous = session.session_for(self.store, request.cookies.get(session.COOKIE_NAME))
-        started = session.sign_in(self.store, secret)
+        fields = await read_form(request)
+        https = self._https(request)
+        name, return_name = session.cookie_names(https)
+        previous = session.session_for(self.store, request.cookies.get(name), self.settings.session_idle_s,
+                                       touch=False)
+        started = session.sign_in(self.store, secret, self.settings.session_ttl_s)
         if not isinstance(started, session.Session):
             raise _link_error(started)
         if previous is not None:
             session.sign_out(self.store, previous)
-        https = request.url.scheme == "https" or (self.backend.public_url or "").startswith("https://")
-        secure = "; Secure" if https else ""
-        cookie = (f"{session.COOKIE_NAME}={started.secret}; Path=/desk; HttpOnly; SameSite=Strict; "
-                  f"Max-Age={int(started.expires_at - self.store.clock())}{secure}")
-        return _redirect("/desk/", {"Set-Cookie": cookie})
+        target = (session.safe_next(fields.get("next")) or session.safe_next(request.cookies.get(return_name))
+                  or "/desk/")
+        response = redirect(target)
+        response.headers.append("Set-Cookie", set_cookie(
+            name, started.secret, round(started.expires_at - self.store.clock()), https))
+        if return_name in request.cookies:
+            response.headers.append("Set-Cookie", set_cookie(return_name, "", 0, https))
+        return response
 
     async def sign_out(self, request: Request) -> Response:
         current = await self._checked_post(request)
         session.sign_out(self.store, current)
-        cookie = f"{session.COOKIE_NAME}=; Path=/desk; HttpOnly; SameSite=Strict; Max-Age=0"
-        return _html(document("Signed out", Markup("<p>You are signed out.</p>")), headers={"Set-Cookie": cookie})
+        https = self._https(request)
+        name, _ = session.cookie_names(https)
+        return html(document("Signed out", Markup("<p>You are signed out.</p>")),
+                    headers={"Set-Cookie": set_cookie(name, "", 0, https)})
 
     # -- requests -----------------------------------------------------------------------------------
     def _own_request(self, request: Request, current: session.Session) -> Any:
@@ -225,51 +190,50 @@ class DeskApp:
 
         def rows(found: list[Any]) -> list[tuple[object, ...]]:
             return [(link(f"/desk/requests/{r['request_id']}", r["request_id"]), _action(r["action"]),
-                     h("<code>{}</code>", r["run_id"] or r["booking_id"]), review.money(r["max_cost_usd"]),
-                     review.status_badge(reviews.status_of(r, now)), rfc3339(r["expires_at"])) for r in found]
+                     h("<code>{}</code>", r["run_id"] or r["booking_id"]),
+                     h("<code>{}…</code>", (r["manifest_sha256"] or "")[:12]), facts.money(r["max_cost_usd"]),
+                     facts.status_badge(reviews.status_of(r, now)), rfc3339(r["created_at"]),
+                     rfc3339(r["expires_at"])) for r in found]
 
-        header = ["Request", "Asks to", "Run / booking", "Up to", "Status", "Expires"]
+        header = ["Request", "Asks to", "Run / booking", "Manifest", "Up to", "Status", "Asked", "Expires"]
         body = join([
             h("<p>Requests from agents acting for account <strong>{}</strong>. Open one to review exactly what "
-              "would happen, then confirm or decline it.</p>", current.account_id),
+              "would happen, then confirm or decline it at the end of its page.</p>", current.account_id),
             h("<h2>Waiting for you</h2><section>{}</section>", table(header, rows(pending), empty="Nothing waiting.")),
             h("<h2>Recently decided</h2><section>{}</section>", table(header, rows(decided), empty="None yet.")),
         ])
-        return self._page("Pending requests", body, current)
+        return self._page("Pending requests", body, current, self._token(current))
 
     async def request_page(self, request: Request) -> Response:
         current = self._session(request)
         row = self._own_request(request, current)
         now = self.store.clock()
         status = reviews.status_of(row, now)
-        if row["action"] == "training.create":
-            content, confirmable = review.create_review(self.store, row)
-        else:
-            content, confirmable = review.run_review(self.store, row)
+        found = review.review_of(self.store, row)
         base = f"/desk/requests/{row['request_id']}"
+        headers: dict[str, str] = {}
+        intro = Markup("")
         if status == "pending":
-            actions = [form(f"{base}/decline", current.csrf, "Decline", css="decline")]
-            if confirmable:
-                actions.insert(0, form(f"{base}/confirm", current.csrf, "Confirm", css="confirm"))
-            decision = h('<p>Expires {} unless you decide.</p><div class="actions">{}</div>',
-                         rfc3339(row["expires_at"]), join(actions))
-        elif status == "confirmed":
-            decision = h('<div class="ref-box"><p>You confirmed this on {}. Give the agent this confirmation '
-                         'reference:</p><p><code id="confirmation-ref">{}</code></p><p>It records your decision for '
-                         'exactly this request; it expires {} and works once.</p></div>',
-                         rfc3339(row["decided_at"]), row["confirmation_ref"], _confirmation_expiry(self.store, row))
-        elif status == "declined":
-            decision = h('<div class="notice">You declined this on {}. Nothing was confirmed.</div>',
-                         rfc3339(row["decided_at"]))
+            recent = current.recent(now, self.settings.recent_sign_in_s)
+            offer_confirm = found.confirmable and recent
+            token = self._token(current, f"{base}/decline", *([f"{base}/confirm"] if offer_confirm else []))
+            estimate_usd = _estimate_usd(self.store, row)
+            block = decision.pending(row, token=token, confirmable=found.confirmable, recent=recent,
+                                     current=current, window_s=self.settings.recent_sign_in_s,
+                                     warnings=found.warnings, estimate_usd=estimate_usd)
+            intro = Markup('<p class="hint">Read everything on this page first: Confirm and Decline are at the end, '
+                           'after the facts (<a href="#decision">jump there</a>).</p>')
+            if found.confirmable and not recent:
+                headers = self._return_cookie(request, base)
         else:
-            decision = Markup('<div class="notice">This request expired undecided. The agent must ask again.</div>')
+            token = self._token(current)
+            block = decision.decided(self.store, row, status)
         body = join([
             definition_list([("Request", h("<code>{}</code>", row["request_id"])), ("Asks to", _action(row["action"])),
-                             ("Status", review.status_badge(status)), ("Asked", rfc3339(row["created_at"]))]),
-            decision, content,
-            decision if status == "pending" else Markup(""),
+                             ("Status", facts.status_badge(status)), ("Asked", rfc3339(row["created_at"]))]),
+            intro, found.content, block,
         ])
-        return self._page("Review request", body, current)
+        return self._page("Review request", body, current, token, headers=headers)
 
     def _decide(self, confirm: bool) -> Endpoint:
         async def endpoint(request: Request) -> Response:
@@ -279,15 +243,20 @@ class DeskApp:
                 raise DeskError(404, "Not found", "There is no such request for your account.")
             if confirm:
                 row = self._own_request(request, current)
-                maker = review.create_review if row["action"] == "training.create" else review.run_review
-                if not maker(self.store, row)[1]:
+                if not current.recent(self.store.clock(), self.settings.recent_sign_in_s):
+                    base = f"/desk/requests/{request_id}"
+                    raise DeskError(403, "Sign in again to confirm", "Nothing was confirmed: your sign-in is not "
+                                    "recent enough to confirm.",
+                                    extra=decision.sign_in_again(current, self.settings.recent_sign_in_s),
+                                    headers=self._return_cookie(request, base))
+                if not review.review_of(self.store, row).confirmable:
                     raise DeskError(409, "Cannot confirm", "This request cannot be confirmed; decline it instead.")
             try:
                 reviews.decide(self.store, request_id, confirm=confirm, via="desk", by=current.session_id,
                                account_id=current.account_id, settings=self.backend.reviews)
             except reviews.DecisionError as exc:
                 raise _decision_error(exc.kind) from None
-            return _redirect(f"/desk/requests/{request_id}")
+            return redirect(f"/desk/requests/{request_id}")
 
         return endpoint
 
@@ -295,11 +264,11 @@ class DeskApp:
     async def runs(self, request: Request) -> Response:
         current = self._session(request)
         found = self.store.runs_of(current.account_id)
-        body = table(["Run", "Booking", "State", "Started", "Updated"], [
+        body = table(["Run", "Booking", "State", "Cost so far", "Started", "Updated"], [
             (link(f"/desk/runs/{r.run_id}", r.run_id), h("<code>{}</code>", r.booking_id),
-             review.status_badge(r.state), rfc3339(r.created_at), rfc3339(r.updated_at)) for r in found],
-            empty="No runs yet.")
-        return self._page("Runs", h("<section>{}</section>", body), current)
+             facts.status_badge(r.state), facts.money(r.cost_usd_to_date), rfc3339(r.created_at),
+             rfc3339(r.updated_at)) for r in found], empty="No runs yet.")
+        return self._page("Runs", h("<section>{}</section>", body), current, self._token(current))
 
     async def run_page(self, request: Request) -> Response:
         current = self._session(request)
@@ -313,13 +282,13 @@ class DeskApp:
         checkpoints = self.store.checkpoints(rec.run_id)
         body = join([
             h("<section>{}</section>", definition_list([
-                ("Run", h("<code>{}</code>", rec.run_id)), ("State", review.status_badge(rec.state)),
+                ("Run", h("<code>{}</code>", rec.run_id)), ("State", facts.status_badge(rec.state)),
                 ("Booking", h("<code>{}</code>", rec.booking_id)),
                 ("Manifest SHA-256", h('<code class="digest">{}</code>', rec.manifest_sha256)),
                 ("Step", rec.step), ("Loss", "—" if rec.loss is None else rec.loss),
-                ("Goodput", rec.goodput), ("Cost so far", review.money(rec.cost_usd_to_date)),
+                ("Goodput", rec.goodput), ("Cost so far", facts.run_cost(rec)),
             ])),
-            h("<h2>Stage gates</h2><section>{}</section>", review.stages_table(rec)),
+            h("<h2>Stage gates</h2><section>{}</section>", facts.stages(rec)),
             h("<h2>Loss and goodput</h2><section>{}</section>", chart(points)),
             h("<h2>Checkpoints</h2><section>{}</section>", table(["Step", "Written", "Size", "Location"], [
                 (c.step, rfc3339(c.created_at), f"{c.size_bytes:,} bytes", h("<code>{}</code>", c.uri))
@@ -327,7 +296,7 @@ class DeskApp:
             h("<h2>Latest log lines</h2><section>{}</section>", table(["Time", "Stage", "Message"], [
                 (rfc3339(line["ts"]), line["stage"] or "", line["message"]) for line in logs], empty="No log lines.")),
         ])
-        return self._page(f"Run {rec.run_id}", body, current)
+        return self._page(f"Run {rec.run_id}", body, current, self._token(current))
 
     async def static(self, request: Request) -> Response:
         found = self._static.get(str(request.path_params["name"]))
@@ -336,14 +305,15 @@ class DeskApp:
         return Response(found[0], media_type=found[1], headers=SECURITY_HEADERS)
 
 
+def _estimate_usd(store: Any, row: Any) -> str | None:
+    plan = reviews.plan(store, row["plan_id"]) if row["plan_id"] else None
+    found = None if plan is None else facts.estimate_of(plan)
+    return None if found is None else str(found["usd"])
+
+
 def _action(action: str) -> Markup:
-    return esc({"training.create": "start training", "training.cancel": "cancel a run",
-                "training.cleanup": "clean up a run"}.get(action, action))
-
-
-def _confirmation_expiry(store: Any, row: Any) -> str:
-    conf = store.confirmation(row["confirmation_ref"]) if row["confirmation_ref"] else None
-    return "—" if conf is None else rfc3339(conf["expires_at"])
+    return h("{}", {"training.create": "start training", "training.cancel": "cancel a run",
+                    "training.cleanup": "clean up a run"}.get(action, action))
 
 
 def _link_error(state: str) -> DeskError:
@@ -368,6 +338,6 @@ def routes(backend: Backend) -> list[Any]:
     from starlette.routing import Mount
 
     async def to_root(request: Request) -> Response:
-        return _redirect("/desk/")
+        return redirect("/desk/")
 
     return [Route("/desk", to_root, methods=["GET"]), Mount("/desk", app=DeskApp(backend))]

@@ -2,8 +2,9 @@
 
 It does exactly what a browser does, with plain httpx and never the operator API: it opens the
 sign-in link, submits the sign-in form, keeps the session cookie, reads each page's form to find
-its action and CSRF token, and sends the same `Origin` and `Sec-Fetch-Site` headers a browser
-would. `confirm(request_id)` returns the confirmation reference shown on the page afterwards.
+its action and single-use form token, and sends the same `Origin` and `Sec-Fetch-Site` headers a
+browser would. `confirm(request_id)` returns the confirmation reference shown on the page
+afterwards; it needs a recent sign-in, as a person does (`sign_in()` with a fresh link).
 
     person = rb.person(account_id).sign_in()
     ref = person.confirm(request_id)
@@ -118,11 +119,16 @@ class Person:
         return response
 
     def form(self, path: str, action: str) -> dict[str, str]:
-        """The fields of the form on `path` that posts to `action` (its CSRF token, for one)."""
-        form = next((f for f in self._page(path).forms if f["action"] == action), None)
+        """The fields of the form on `path` that posts to `action` (its form token, for one). Each
+        call loads the page afresh, so each answer carries a new single-use token."""
+        form = self.forms(path).get(action)
         if form is None:
             raise DeskError(200, f"no form for {action}")
-        return dict(form["fields"])
+        return form
+
+    def forms(self, path: str) -> dict[str, dict[str, str]]:
+        """Every form on one load of `path`, by action: the fields of each (they share the page's token)."""
+        return {str(f["action"]): dict(f["fields"]) for f in self._page(path).forms}
 
     def _page(self, path: str) -> _Page:
         response = self.get(path)

@@ -19,7 +19,7 @@ SECURITY_HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
                                 "frame-ancestors 'none'; base-uri 'none'"),
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "strict-origin",
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
     "Cross-Origin-Opener-Policy": "same-origin",
@@ -67,7 +67,9 @@ def definition_list(rows: Sequence[tuple[str, object]]) -> Markup:
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]], *, empty: str = "None.") -> Markup:
-    body = [h("<tr>{}</tr>", join(h("<td>{}</td>", cell) for cell in row)) for row in rows]
+    """On a narrow screen the stylesheet stacks each row, labelling each cell with its column."""
+    body = [h("<tr>{}</tr>", join(h('<td data-label="{}">{}</td>', name, cell)
+                                  for name, cell in zip(header, row, strict=True))) for row in rows]
     if not body:
         return h('<p class="empty">{}</p>', empty)
     head = join(h('<th scope="col">{}</th>', name) for name in header)
@@ -79,21 +81,24 @@ def link(href: str, label: object) -> Markup:
     return h('<a href="{}">{}</a>', href, label)
 
 
-def form(action: str, csrf: str, label: str, *, css: str = "", hidden: Sequence[tuple[str, str]] = ()) -> Markup:
-    fields = join(h('<input type="hidden" name="{}" value="{}">', name, value) for name, value in hidden)
-    return h('<form method="post" action="{}"><input type="hidden" name="csrf" value="{}">{}'
-             '<button type="submit" class="{}">{}</button></form>', action, csrf, fields, css, label)
+def form(action: str, token: str | None, label: str, *, css: str = "",
+         hidden: Sequence[tuple[str, str]] = ()) -> Markup:
+    """A POST form with one button. `token` is the page's single-use form token (none on sign-in)."""
+    fields = join(h('<input type="hidden" name="{}" value="{}">', name, value) for name, value in
+                  ([("csrf", token)] if token is not None else []) + list(hidden))
+    return h('<form method="post" action="{}">{}<button type="submit" class="{}">{}</button></form>',
+             action, fields, css, label)
 
 
-def document(title: str, body: Markup, *, account: str | None = None, csrf: str | None = None) -> bytes:
+def document(title: str, body: Markup, *, account: str | None = None, token: str | None = None) -> bytes:
     nav = Markup("")
-    if account is not None and csrf is not None:
+    if account is not None and token is not None:
         nav = h('<nav><a href="/desk/">Pending requests</a> <a href="/desk/runs">Runs</a>'
                 '<span class="who">Signed in as <strong>{}</strong></span>{}</nav>',
-                account, form("/desk/sign-out", csrf, "Sign out", css="link"))
+                account, form("/desk/sign-out", token, "Sign out", css="link"))
     page = h('<!doctype html><html lang="en"><head><meta charset="utf-8">'
              '<meta name="viewport" content="width=device-width, initial-scale=1">'
-             '<meta name="referrer" content="no-referrer">'
+             '<meta name="referrer" content="strict-origin">'
              '<title>{} · Itô desk</title><link rel="stylesheet" href="/desk/static/desk.css">'
              '<link rel="icon" href="/desk/static/favicon.svg" type="image/svg+xml"></head>'
              '<body><header><span class="brand">Itô desk</span>{}</header><main><h1>{}</h1>{}</main>'

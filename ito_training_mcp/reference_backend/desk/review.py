@@ -1,115 +1,71 @@
 """The review page's content: what exactly a person confirms or declines.
 
 A create request is rendered from the plan's stored manifest bytes, parsed here by the backend
-(never from text an agent supplied): model, size, revision, target, each data reference with its
-decontamination provenance, the recipe, the budget, the checkpoint policy, the description, the
-booking, the server-side checks, the estimate and the digest, then the whole document as stored.
-Confirm is offered only when the stored bytes still hash to the request's digest, parse with the
-manifest schema, and every server-side check passed. Cancel and cleanup requests show the run,
-its state, what the action does, and that the booking is untouched.
+(never from text an agent supplied): what is asked and the money (the amount confirmed next to
+the estimate, the manifest's budget, what the booking has spent), model, size, revision, target,
+each data reference with its decontamination provenance, the recipe, the checkpoint policy, the
+description, the booking, the server-side checks, the estimate and the digest, then the whole
+document as stored. Confirm is offered only when the stored bytes still hash to the request's
+digest, parse with the manifest schema, and every server-side check passed. Other requests and
+runs of exactly the same manifest on the booking are pointed out. Cancel and cleanup requests
+show the run, its state, what the action does once the agent sends it, and that the booking is
+untouched. The decision block itself is built by the page (`decision.py`), after all of this.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
+from dataclasses import dataclass, field
 from typing import Any
 
 from ... import strict_json
 from ...errors import ManifestRefusal
 from ...manifest import parse_manifest
 from .. import lifecycle, reviews
-from ..lifecycle import RunRecord
 from ..store import Store, rfc3339
-from .render import Markup, definition_list, esc, h, join, table
-
-MISSING = Markup('<span class="empty">(not given)</span>')
-
-
-def status_badge(status: str) -> Markup:
-    return h('<span class="status {}">{}</span>', status, status)
+from . import facts
+from .facts import field as _field
+from .facts import money
+from .render import Markup, definition_list, esc, h, join
 
 
-def money(value: object) -> Markup:
-    return h('<span class="money">${}</span>', value)
+@dataclass(frozen=True)
+class Review:
+    """What the page shows before the decision, whether Confirm may be offered, and warnings the
+    decision block repeats."""
+
+    content: Markup
+    confirmable: bool
+    warnings: list[Markup] = field(default_factory=list)
 
 
-def _field(document: Any, *path: str | int) -> Any:
-    node = document
-    for key in path:
-        if isinstance(key, int):
-            if not isinstance(node, list) or key >= len(node):
-                return MISSING
-        elif not isinstance(node, dict) or key not in node:
-            return MISSING
-        node = node[key]
-    if node is None:
-        return MISSING
-    if isinstance(node, list):
-        return join((esc(item) for item in node), ", ") if node else Markup('<span class="empty">(none)</span>')
-    return node
+def _explained(amount: Markup, text: str) -> Markup:
+    return h('{} <span class="hint">{}</span>', amount, text)
 
 
-def _size(count: Any) -> Markup:
-    if isinstance(count, bool) or not isinstance(count, int):
-        return esc(count)
-    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
-        if count >= scale:
-            return h("{} ({}{} parameters)", f"{count:,}", f"{count / scale:.3g}", unit)
-    return h("{} parameters", f"{count:,}")
-
-
-def _booking(store: Store, booking_id: str) -> Markup:
-    row = store.booking(booking_id)
-    if row is None:
-        return h('<p class="error-box">Booking {} is not on record.</p>', booking_id)
-    gpus = int(row["nodes"]) * int(row["gpus_per_node"])
+def _money_section(store: Store, request: sqlite3.Row, doc: dict[str, Any], plan: sqlite3.Row) -> Markup:
+    found = facts.estimate_of(plan)
+    estimated = (h("The backend estimates {} of at most {}.", money(found["usd"]), money(request["max_cost_usd"]))
+                 if found is not None else Markup("There is no estimate."))
     return definition_list([
-        ("Booking", h("<code>{}</code>", row["booking_id"])), ("State", row["state"]),
-        ("GPUs", f"{row['nodes']} node(s) × {row['gpus_per_node']} {row['gpu']} = {gpus} GPU(s)"),
-        ("Fabric", row["fabric"]), ("Region", row["region"]), ("Term ends", rfc3339(row["term_ends_at"])),
+        ("You confirm up to", h('{} <span class="hint">The most this run may spend once you confirm. {}</span>',
+                                money(request["max_cost_usd"]), estimated)),
+        ("Most this submission may add", _explained(
+            money(_field(doc, "budget", "max_incremental_cost_usd")),
+            "The manifest's max_incremental_cost_usd: the most this one submission may add to what the booking "
+            "has already spent. What you confirm is exactly this amount.")),
+        ("Ceiling for the run", _explained(
+            money(_field(doc, "budget", "ceiling_usd")),
+            "The manifest's ceiling_usd: its hard limit on the run's total cost, of which this submission's "
+            "maximum is a part. This backend checks it against the account's limit.")),
+        ("Spent on this booking so far", facts.booking_spend(store, request["account_id"], request["booking_id"])),
     ])
 
 
-def _checks(plan: sqlite3.Row) -> Markup:
-    checks = json.loads(plan["checks"])
-    return table(["Check", "Result", "Why"], [
-        (c["name"], status_badge(c["status"]), c["message"] or "") for c in checks])
-
-
-def _estimate(plan: sqlite3.Row) -> Markup:
-    if plan["estimate"] is None:
-        return Markup('<p class="empty">No estimate: the manifest could not be read.</p>')
-    estimate = json.loads(plan["estimate"])
-    return definition_list([("Estimated cost", money(estimate["usd"])), ("GPU-hours", estimate["gpu_hours"]),
-                            ("How", estimate["basis"])])
-
-
-def _data_refs(document: Any) -> Markup:
-    refs = document.get("data") if isinstance(document, dict) else None
-    if not isinstance(refs, list) or not refs:
-        return Markup('<p class="error-box">No data references.</p>')
-    rows = []
-    for i in range(len(refs)):
-        rows.append((
-            _field(refs, i, "name"), h("<code>{}</code>", _field(refs, i, "uri")), _field(refs, i, "revision"),
-            h("{}<br>against: {}<br>report: <code>{}</code><br>checked: {}",
-              _field(refs, i, "decontamination", "method"), _field(refs, i, "decontamination", "eval_suites"),
-              _field(refs, i, "decontamination", "report"), _field(refs, i, "decontamination", "checked_at")),
-        ))
-    return table(["Dataset", "Location", "Revision", "Decontamination"], rows)
-
-
-def create_review(store: Store, request: sqlite3.Row) -> tuple[Markup, bool]:
-    """The content for a training.create request, and whether Confirm may be offered."""
-    plan = reviews.plan(store, request["plan_id"]) if request["plan_id"] else None
-    if plan is None or plan["account_id"] != request["account_id"]:
-        return Markup('<p class="error-box">The plan behind this request is not on record.</p>'), False
-    raw = bytes(plan["manifest"])
+def _parse(raw: bytes, request: sqlite3.Row, plan: sqlite3.Row) -> tuple[dict[str, Any], list[Markup]]:
     problems: list[Markup] = []
-    digest = hashlib.sha256(raw).hexdigest()
-    if digest != request["manifest_sha256"]:
+    if hashlib.sha256(raw).hexdigest() != request["manifest_sha256"]:
         problems.append(Markup("The stored manifest no longer matches the digest this request is for."))
     try:
         document: Any = strict_json.loads(raw)
@@ -123,30 +79,61 @@ def create_review(store: Store, request: sqlite3.Row) -> tuple[Markup, bool]:
             problems.append(h("The manifest does not pass ito.training.manifest.v1 ({}).", refusal.code.value))
     if not plan["valid"]:
         problems.append(Markup("A server-side check failed (see below)."))
-    doc = document if isinstance(document, dict) else {}
+    return (document if isinstance(document, dict) else {}), problems
+
+
+def _purged(store: Store, request: sqlite3.Row, plan: sqlite3.Row, warnings: list[Markup]) -> Review:
+    parts = [
+        h('<section class="summary"><p>The agent asked to <strong>start training</strong> on booking <code>{}</code> '
+          'with at most {}.</p></section>', request["booking_id"], money(request["max_cost_usd"])),
+        h('<div class="notice">The stored manifest bytes of this request were deleted on {}, a retention period '
+          'after the request was decided or expired. Only the digest, the server-side checks and the estimate '
+          'remain.</div>', rfc3339(plan["manifest_purged_at"])),
+        h("<h2>Booking</h2><section>{}</section>", facts.booking(store, request["booking_id"])),
+        h("<h2>Server-side checks</h2><section>{}</section>", facts.checks(plan)),
+        h("<h2>Estimate</h2><section>{}</section>", facts.estimate(plan, request["max_cost_usd"])),
+        h("<h2>Digest</h2><section>{}</section>", definition_list([
+            ("Manifest SHA-256", h('<code class="digest">{}</code>', request["manifest_sha256"])),
+            ("Stored bytes", "deleted")])),
+    ]
+    return Review(join(parts), False, warnings)
+
+
+def create_review(store: Store, request: sqlite3.Row) -> Review:
+    """The content for a training.create request, whether Confirm may be offered, and warnings."""
+    plan = reviews.plan(store, request["plan_id"]) if request["plan_id"] else None
+    if plan is None or plan["account_id"] != request["account_id"]:
+        return Review(Markup('<p class="error-box">The plan behind this request is not on record.</p>'), False)
+    warnings = facts.same_manifest(store, request)
+    if plan["manifest_purged_at"] is not None:
+        return _purged(store, request, plan, warnings)
+    raw = bytes(plan["manifest"])
+    doc, problems = _parse(raw, request, plan)
+    digest = hashlib.sha256(raw).hexdigest()
     recipe = doc.get("post_training")
     steps = (join((esc(s) for s in recipe), " → ") if recipe else Markup("none")) if isinstance(recipe, list) \
         else _field(doc, "post_training")
+    found = facts.estimate_of(plan)
+    estimated = Markup("") if found is None else h(" The backend estimates {} of that.", money(found["usd"]))
     parts = [
         h('<section class="summary"><p>The agent asks to <strong>start training</strong> on booking <code>{}</code>. '
-          'Confirming allows this one run of exactly this manifest to spend at most {} on top of what the booking '
-          'has already spent.</p></section>', request["booking_id"], money(request["max_cost_usd"])),
+          'Confirming allows one run of exactly this manifest to spend at most {} on top of what the booking '
+          'has already spent.{}</p></section>', request["booking_id"], money(request["max_cost_usd"]), estimated),
     ]
+    if warnings:
+        parts.append(h('<div class="notice" id="same-manifest"><strong>Check before you confirm.</strong> {}</div>',
+                       join(h("<p>{}</p>", w) for w in warnings)))
     if problems:
         parts.append(h('<div class="error-box"><strong>Do not confirm.</strong> {}</div>', join(
             h("<p>{}</p>", p) for p in problems)))
     parts += [
+        h("<h2>Money</h2><section>{}</section>", _money_section(store, request, doc, plan)),
         h("<h2>Model</h2><section>{}</section>", definition_list([
-            ("Name", _field(doc, "model", "name")), ("Size", _size(_field(doc, "model", "parameter_count"))),
+            ("Name", _field(doc, "model", "name")), ("Size", facts.size(_field(doc, "model", "parameter_count"))),
             ("Revision", h("<code>{}</code>", _field(doc, "model", "revision"))),
             ("Training target", _field(doc, "target")), ("Post-training recipe", steps),
         ])),
-        h("<h2>Data</h2><section>{}</section>", _data_refs(doc)),
-        h("<h2>Budget</h2><section>{}</section>", definition_list([
-            ("Budget ceiling for the run", money(_field(doc, "budget", "ceiling_usd"))),
-            ("Most this submission may add", money(_field(doc, "budget", "max_incremental_cost_usd"))),
-            ("You confirm up to", money(request["max_cost_usd"])),
-        ])),
+        h("<h2>Data</h2><section>{}</section>", facts.data_refs(doc)),
         h("<h2>Checkpoints</h2><section>{}</section>", definition_list([
             ("Every", h("{} steps", _field(doc, "checkpoints", "interval_steps"))),
             ("Keep the last", _field(doc, "checkpoints", "retain_last")),
@@ -155,9 +142,9 @@ def create_review(store: Store, request: sqlite3.Row) -> tuple[Markup, bool]:
         h('<h2>Description</h2><section><p class="multiline">{}</p></section>',
           esc(doc["description"], multiline=True) if isinstance(doc.get("description"), str)
           else _field(doc, "description")),
-        h("<h2>Booking</h2><section>{}</section>", _booking(store, request["booking_id"])),
-        h("<h2>Server-side checks</h2><section>{}</section>", _checks(plan)),
-        h("<h2>Estimate</h2><section>{}</section>", _estimate(plan)),
+        h("<h2>Booking</h2><section>{}</section>", facts.booking(store, request["booking_id"])),
+        h("<h2>Server-side checks</h2><section>{}</section>", facts.checks(plan)),
+        h("<h2>Estimate</h2><section>{}</section>", facts.estimate(plan, request["max_cost_usd"])),
         h("<h2>Digest</h2><section>{}</section>", definition_list([
             ("Manifest SHA-256", h('<code class="digest">{}</code>', request["manifest_sha256"])),
             ("Stored bytes", f"{len(raw):,} bytes; their SHA-256 "
@@ -166,46 +153,44 @@ def create_review(store: Store, request: sqlite3.Row) -> tuple[Markup, bool]:
         h("<h2>The manifest exactly as stored</h2><section><pre>{}</pre></section>",
           esc(raw.decode("utf-8", "replace"), multiline=True)),
     ]
-    return join(parts), not problems
+    return Review(join(parts), not problems, warnings)
 
 
-def _stages(rec: RunRecord) -> Markup:
-    return table(["Stage", "State", "Gate", "Evals"], [
-        (s["name"], status_badge(s["state"]), status_badge(s["gate"]["status"]),
-         ", ".join(f"{k}={v}" for k, v in s["gate"]["evals"].items())) for s in rec.stages])
-
-
-def run_review(store: Store, request: sqlite3.Row) -> tuple[Markup, bool]:
+def run_review(store: Store, request: sqlite3.Row) -> Review:
     """The content for a training.cancel / training.cleanup request, and whether Confirm may be offered."""
     rec = store.run(request["run_id"]) if request["run_id"] else None
     if rec is None or rec.account_id != request["account_id"]:
-        return Markup('<p class="error-box">The run behind this request is not on record.</p>'), False
+        return Review(Markup('<p class="error-box">The run behind this request is not on record.</p>'), False)
     cancel = request["action"] == "training.cancel"
     possible = rec.state in lifecycle.CANCELLABLE_STATES if cancel else rec.terminal
     what = (Markup("<strong>cancel</strong> run") if cancel else Markup("<strong>clean up</strong> run"))
-    effect = (Markup("Cancelling stops the run now: stages that have not passed are skipped. Checkpoints already "
-                     "written are kept.") if cancel else
-              h("Cleanup releases the run's {} (compute-side resources only). Checkpoints are kept, as the "
-                "manifest's retention says.", ", ".join(r.replace("_", " ") for r in lifecycle.CLEANED_RESOURCES)))
+    effect = (Markup("Confirming allows the agent (or <code>ito-training cancel</code>) to cancel this run. The run "
+                     "stops when that cancel is sent, not when you press Confirm: until then it keeps running and "
+                     "its cost keeps accruing. When the cancel arrives, stages that have not passed are skipped; "
+                     "checkpoints already written are kept.") if cancel else
+              h("Confirming allows the agent (or ito-training cleanup) to clean up this run; cleanup happens when "
+                "that request is sent, not when you press Confirm. Cleanup releases the run's {} (compute-side "
+                "resources only). Checkpoints are kept, as the manifest's retention says.",
+                ", ".join(r.replace("_", " ") for r in lifecycle.CLEANED_RESOURCES)))
     parts = [
         h('<section class="summary"><p>The agent asks to {} <code>{}</code>. It costs nothing '
           '(you confirm {}).</p><p>{}</p><p><strong>The booking <code>{}</code> is untouched</strong>: it is not '
-          'released, modified or refunded.</p></section>', what, rec.run_id, money(request["max_cost_usd"]),
-          effect, rec.booking_id),
+          'released, modified or refunded.</p></section>', what, rec.run_id, money(request["max_cost_usd"]), effect,
+          rec.booking_id),
     ]
     if not possible:
         parts.append(h('<div class="error-box">The run is {} now, so this {} could not be carried out.</div>',
                        rec.state, "cancel" if cancel else "cleanup"))
     parts += [
         h("<h2>The run</h2><section>{}{}</section>", definition_list([
-            ("Run", h("<code>{}</code>", rec.run_id)), ("State", status_badge(rec.state)),
+            ("Run", h("<code>{}</code>", rec.run_id)), ("State", facts.status_badge(rec.state)),
             ("Manifest SHA-256", h('<code class="digest">{}</code>', rec.manifest_sha256)),
-            ("Started", rfc3339(rec.created_at)), ("Cost so far", money(rec.cost_usd_to_date)),
-        ]), _stages(rec)),
-        h("<h2>Booking</h2><section>{}</section>", _booking(store, rec.booking_id)),
+            ("Started", rfc3339(rec.created_at)), ("Cost so far", facts.run_cost(rec)),
+        ]), facts.stages(rec)),
+        h("<h2>Booking</h2><section>{}</section>", facts.booking(store, rec.booking_id)),
     ]
-    return join(parts), possible
+    return Review(join(parts), possible)
 
 
-def stages_table(rec: RunRecord) -> Markup:
-    return _stages(rec)
+def review_of(store: Store, request: sqlite3.Row) -> Review:
+    return create_review(store, request) if request["action"] == "training.create" else run_review(store, request)

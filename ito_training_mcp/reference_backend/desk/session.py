@@ -1,31 +1,45 @@
-"""Desk sign-in: single-use login links, sessions and CSRF tokens.
+"""Desk sign-in: single-use login links, sessions, single-use form tokens, and the return path.
 
 - A login link carries 32 random bytes; the store keeps only their SHA-256. It is good for one
   sign-in within `LINK_TTL_S`; opening it (GET) does not use it, only the sign-in form's POST does,
   so link previews and prefetchers cannot burn it.
-- A session cookie carries another 32 random bytes, stored hashed, valid for `SESSION_TTL_S`.
-  The session also has a public id (`dsk_...`) that decisions record as who decided.
-- The CSRF token of a session is HMAC-SHA256(key = the session's secret, message = a fixed label):
-  nothing extra is stored, and only someone holding the cookie can compute it. Compared in
-  constant time.
+- A session cookie carries another 32 random bytes, stored hashed. A session ends `session_ttl_s`
+  after sign-in (absolute) or `session_idle_s` after its last request (idle), whichever is first.
+  It has a public id (`dsk_...`) that decisions record as who decided, and remembers when it
+  signed in: Confirm needs a sign-in within `recent_sign_in_s` ("recent sign-in").
+- Every page that has forms gets its own form token: 32 random bytes, stored hashed with the
+  session it was issued to and the form actions it may post to. A token works once and only for
+  its session (so a stolen copy of an old page cannot be replayed), and expires with the session.
+  Compared by digest lookup; the random part is never stored.
+- `safe_next` admits only the desk's own page paths, so a return path can never leave the desk.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
+import json
+import re
 import secrets
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..store import Store, new_id
 
 LINK_TTL_S = 10 * 60
-SESSION_TTL_S = 8 * 60 * 60
+SESSION_TTL_S = 60 * 60
+SESSION_IDLE_S = 15 * 60
+RECENT_SIGN_IN_S = 10 * 60
 KEEP_EXPIRED_S = 24 * 60 * 60
+MAX_FORM_TOKENS_PER_SESSION = 64
+PRUNE_BATCH = 32
 COOKIE_NAME = "ito_desk_session"
-_CSRF_LABEL = b"ito-desk-csrf-v1"
+HTTPS_COOKIE_NAME = "__Host-ito_desk_session"
+RETURN_COOKIE = "ito_desk_return"
+HTTPS_RETURN_COOKIE = "__Host-ito_desk_return"
 MAX_SECRET_CHARS = 128
+_ID = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+_DESK_PAGE = re.compile(rf"/desk/(?:requests/{_ID}|runs(?:/{_ID})?)?")
 
 
 def _digest(secret: str) -> str:
@@ -36,31 +50,50 @@ def _well_formed(secret: str) -> bool:
     return 0 < len(secret) <= MAX_SECRET_CHARS and all(c.isascii() and (c.isalnum() or c in "-_") for c in secret)
 
 
+def safe_next(value: str | None) -> str | None:
+    """`value` when it is one of the desk's own page paths (`/desk/`, `/desk/requests/ID`,
+    `/desk/runs`, `/desk/runs/ID`), else None: never another origin, scheme, query or traversal."""
+    if value is None or not _DESK_PAGE.fullmatch(value):
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class DeskSettings:
+    """How long a session lives, and how recent a sign-in Confirm needs (seconds)."""
+
+    session_ttl_s: float = SESSION_TTL_S
+    session_idle_s: float = SESSION_IDLE_S
+    recent_sign_in_s: float = RECENT_SIGN_IN_S
+
+
 @dataclass(frozen=True)
 class Session:
     session_id: str
     account_id: str
     secret: str
     expires_at: float
+    signed_in_at: float
 
-    @property
-    def csrf(self) -> str:
-        return csrf_token(self.secret)
-
-
-def csrf_token(secret: str) -> str:
-    return hmac.new(secret.encode(), _CSRF_LABEL, hashlib.sha256).hexdigest()
+    def recent(self, now: float, window_s: float) -> bool:
+        """Signed in within the last `window_s` seconds (what Confirm requires)."""
+        return now - self.signed_in_at <= window_s
 
 
-def csrf_ok(session: Session, submitted: str | None) -> bool:
-    if submitted is None:
-        return False
-    return hmac.compare_digest(session.csrf.encode(), submitted.encode("utf-8", "replace"))
+def cookie_names(https: bool) -> tuple[str, str]:
+    """(session cookie, return-path cookie). Over https the `__Host-` names: a browser accepts them
+    only with Secure, Path=/ and no Domain, so nothing served over plain http can set them."""
+    return (HTTPS_COOKIE_NAME, HTTPS_RETURN_COOKIE) if https else (COOKIE_NAME, RETURN_COOKIE)
 
 
 def _prune(conn: sqlite3.Connection, now: float) -> None:
-    conn.execute("DELETE FROM desk_login_links WHERE expires_at < ?", (now - KEEP_EXPIRED_S,))
-    conn.execute("DELETE FROM desk_sessions WHERE expires_at < ?", (now - KEEP_EXPIRED_S,))
+    """Bounded: at most `PRUNE_BATCH` rows of each kind per call, through their indexes."""
+    conn.execute("DELETE FROM desk_login_links WHERE rowid IN (SELECT rowid FROM desk_login_links "
+                 "WHERE expires_at < ? LIMIT ?)", (now - KEEP_EXPIRED_S, PRUNE_BATCH))
+    conn.execute("DELETE FROM desk_sessions WHERE rowid IN (SELECT rowid FROM desk_sessions "
+                 "WHERE expires_at < ? LIMIT ?)", (now - KEEP_EXPIRED_S, PRUNE_BATCH))
+    conn.execute("DELETE FROM desk_form_tokens WHERE rowid IN (SELECT rowid FROM desk_form_tokens "
+                 "WHERE expires_at < ? LIMIT ?)", (now, PRUNE_BATCH))
 
 
 def mint_link(store: Store, account_id: str, ttl_s: float = LINK_TTL_S) -> tuple[str, float]:
@@ -102,22 +135,66 @@ def sign_in(store: Store, secret: str, ttl_s: float = SESSION_TTL_S) -> Session 
             return "used"
         row = conn.execute("SELECT account_id FROM desk_login_links WHERE link_sha256 = ?",
                            (_digest(secret),)).fetchone()
-        session = Session(new_id("dsk"), str(row["account_id"]), secrets.token_urlsafe(32), now + ttl_s)
-        conn.execute("INSERT INTO desk_sessions VALUES (?, ?, ?, ?, NULL, ?)",
-                     (_digest(session.secret), session.session_id, session.account_id, session.expires_at, now))
+        session = Session(new_id("dsk"), str(row["account_id"]), secrets.token_urlsafe(32), now + ttl_s, now)
+        conn.execute("INSERT INTO desk_sessions (session_sha256, session_id, account_id, expires_at, revoked_at, "
+                     "created_at, last_seen_at) VALUES (?, ?, ?, ?, NULL, ?, ?)",
+                     (_digest(session.secret), session.session_id, session.account_id, session.expires_at, now, now))
     return session
 
 
-def session_for(store: Store, secret: str | None) -> Session | None:
+def session_for(store: Store, secret: str | None, idle_s: float = SESSION_IDLE_S, *, touch: bool = True
+                ) -> Session | None:
+    """The live session behind a cookie value, or None (unknown, revoked, past its absolute end, or
+    idle for `idle_s`). With `touch` the request counts as activity."""
     if secret is None or not _well_formed(secret):
         return None
-    row = store.row("SELECT * FROM desk_sessions WHERE session_sha256 = ?", (_digest(secret),))
-    if row is None or row["revoked_at"] is not None or row["expires_at"] <= store.clock():
+    digest, now = _digest(secret), store.clock()
+    row = store.row("SELECT * FROM desk_sessions WHERE session_sha256 = ?", (digest,))
+    if row is None or row["revoked_at"] is not None or row["expires_at"] <= now:
         return None
-    return Session(row["session_id"], row["account_id"], secret, row["expires_at"])
+    last_seen = row["last_seen_at"] if row["last_seen_at"] is not None else row["created_at"]
+    if now - last_seen >= idle_s:
+        return None
+    if touch:
+        with store.tx() as conn:
+            conn.execute("UPDATE desk_sessions SET last_seen_at = ? WHERE session_sha256 = ? AND last_seen_at < ?",
+                         (now, digest, now))
+    return Session(row["session_id"], row["account_id"], secret, row["expires_at"], row["created_at"])
 
 
 def sign_out(store: Store, session: Session) -> None:
     with store.tx() as conn:
         conn.execute("UPDATE desk_sessions SET revoked_at = ? WHERE session_sha256 = ? AND revoked_at IS NULL",
                      (store.clock(), _digest(session.secret)))
+        conn.execute("DELETE FROM desk_form_tokens WHERE session_id = ?", (session.session_id,))
+
+
+# -- form tokens --------------------------------------------------------------------------------------
+def mint_form_token(store: Store, session: Session, actions: Sequence[str]) -> str:
+    """A fresh single-use token for one page's forms: valid for this session and these actions only.
+    A session keeps at most `MAX_FORM_TOKENS_PER_SESSION` (the oldest go first)."""
+    token, now = secrets.token_urlsafe(32), store.clock()
+    with store.tx() as conn:
+        _prune(conn, now)
+        conn.execute("INSERT INTO desk_form_tokens VALUES (?, ?, ?, ?, NULL, ?)",
+                     (_digest(token), session.session_id, json.dumps(sorted(set(actions))), session.expires_at, now))
+        conn.execute("DELETE FROM desk_form_tokens WHERE session_id = ? AND rowid NOT IN (SELECT rowid FROM "
+                     "desk_form_tokens WHERE session_id = ? ORDER BY rowid DESC LIMIT ?)",
+                     (session.session_id, session.session_id, MAX_FORM_TOKENS_PER_SESSION))
+    return token
+
+
+def use_form_token(store: Store, session: Session, token: str | None, action: str) -> bool:
+    """Use `token` for `action`: True once, iff it was issued to this session for this action and is
+    unused and unexpired. Using it burns it for every form of its page."""
+    if token is None or not _well_formed(token):
+        return False
+    now = store.clock()
+    with store.tx() as conn:
+        row = conn.execute("SELECT * FROM desk_form_tokens WHERE token_sha256 = ?", (_digest(token),)).fetchone()
+        if (row is None or row["session_id"] != session.session_id or row["used_at"] is not None
+                or row["expires_at"] <= now or action not in json.loads(row["actions"])):
+            return False
+        cur = conn.execute("UPDATE desk_form_tokens SET used_at = ? WHERE token_sha256 = ? AND used_at IS NULL",
+                           (now, _digest(token)))
+        return cur.rowcount == 1
