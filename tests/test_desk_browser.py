@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -305,3 +305,117 @@ def test_the_runs_page_chart_renders(page: Any, rb: ReferenceBackend, account: A
     chart.screenshot(path=str(tmp_path / "chart.png"))
     page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
     assert page.problems == []
+
+
+class _OtherPort(BaseHTTPRequestHandler):
+    """Another local program's web server on another loopback port. Browsers scope cookies by host,
+    not port, so a same-site navigation to its own /desk/ path carries the desk's session cookie."""
+
+    seen: ClassVar[list[str]] = []
+    arrived: ClassVar[threading.Event] = threading.Event()
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/desk/"):
+            type(self).seen.append(self.headers.get("Cookie") or "")
+            type(self).arrived.set()
+            body = b"<!doctype html><p>loading</p>"
+        else:  # the link the person opened: bounce to this server's own /desk/ path, no script needed
+            body = b'<!doctype html><meta http-equiv="refresh" content="0;url=/desk/requests/x">'
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _form_token(html: str) -> str | None:
+    marker = 'name="csrf" value="'
+    return html.split(marker, 1)[1].split('"', 1)[0] if marker in html else None
+
+
+def test_a_session_cookie_seen_by_another_loopback_port_cannot_confirm(browser: Any, tmp_path: Path) -> None:
+    """Regression (review R1.1): over plain http the cookie reaches any port of the host; whoever
+    copies it must still not confirm: a POST that no browser page sent is refused, and Confirm needs a
+    sign-in within the last 10 minutes (the residual window is documented in docs/threat-model.md)."""
+    from .test_desk import Clock
+
+    clock = Clock()
+    _OtherPort.seen, _OtherPort.arrived = [], threading.Event()
+    other = ThreadingHTTPServer(("127.0.0.1", 0), _OtherPort)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    context = browser.new_context()
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        with ReferenceBackend(clock=clock) as backend:
+            account = Account(backend)
+            request_id = account.request_id()
+            tab = context.new_page()
+            tab.goto(backend.op.login_link(account.account_id)["url"])
+            tab.click("button")
+            tab.wait_for_url(f"{backend.url}/desk/")
+            tab.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+            assert _OtherPort.arrived.wait(TIMEOUT_MS / 1000)
+            tab.screenshot(path=str(tmp_path / "other-port.png"))
+            # The residual fact of plain http: the other port did receive the cookie.
+            assert "ito_desk_session=" in _OtherPort.seen[0], "the browser no longer leaks it: update the docs"
+            cookie = _OtherPort.seen[0].split("ito_desk_session=", 1)[1].split(";")[0]
+            review = f"/desk/requests/{request_id}"
+            with httpx.Client(base_url=backend.url, trust_env=False, follow_redirects=False,
+                              headers={"Cookie": f"ito_desk_session={cookie}"}) as thief:
+                # 1. The review page's own token, posted the way a program posts (no browser headers).
+                token = _form_token(thief.get(review).text)
+                assert token is not None
+                plain = thief.post(f"{review}/confirm", content=f"csrf={token}".encode(),
+                                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+                assert plain.status_code == 403 and "Forms are accepted only from the desk" in plain.text
+                # 2. Browser headers forged, once the sign-in is no longer recent: no Confirm offered, none taken.
+                clock.advance(11 * 60)
+                page = thief.get(review).text
+                assert 'class="confirm"' not in page
+                forged = thief.post(f"{review}/confirm", content=f"csrf={token}".encode(), headers={
+                    "Content-Type": "application/x-www-form-urlencoded", "Origin": backend.url,
+                    "Sec-Fetch-Site": "same-origin"})
+                assert forged.status_code == 403 and "Sign in again to confirm" in forged.text
+            assert account.request(request_id)["status"] == "pending"
+            assert account.request(request_id)["confirmation_ref"] is None
+            account.api.close()
+    finally:
+        context.close()
+        other.shutdown()
+        other.server_close()
+        thread.join(10)
+
+
+def test_the_review_reads_well_at_400px(browser: Any, rb: ReferenceBackend, account: Account,
+                                        tmp_path: Path) -> None:
+    """A phone-width window: nothing scrolls sideways, amounts never wrap, the decision comes last."""
+    context = browser.new_context(viewport={"width": 400, "height": 800})
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        tab = context.new_page()
+        request_id = account.request_id()
+        tab.goto(rb.op.login_link(account.account_id)["url"])
+        tab.click("button")
+        tab.wait_for_url(f"{rb.url}/desk/")
+        tab.screenshot(path=str(tmp_path / "pending-400.png"), full_page=True)
+        tab.goto(f"{rb.url}/desk/requests/{request_id}")
+        tab.locator("button.confirm").wait_for()
+        tab.screenshot(path=str(tmp_path / "review-400.png"), full_page=True)
+        assert (tmp_path / "review-400.png").stat().st_size > 0
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 400
+        amounts = tab.locator(".money")
+        assert amounts.count() >= 2
+        # One line box per amount: "$1,200.00" is never broken across lines.
+        assert tab.eval_on_selector_all(".money", "els => els.every(e => e.getClientRects().length === 1)")
+        assert "$1,200.00" in tab.inner_text("main")
+        # Every fact is above the buttons: the decision is the last section of the page.
+        assert tab.eval_on_selector_all(
+            "main section", "s => s[s.length - 1].querySelector('button.confirm') !== null")
+        box = tab.locator("button.confirm").bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 400
+    finally:
+        context.close()
