@@ -211,6 +211,12 @@ def test_token_file_checks(rb: ReferenceBackend, desk: Desk, tmp_path: Path, mon
     default.write_text(rb.operator_token)
     default.chmod(0o600)
     assert run(["accounts", "list"], stdout=StringIO(), stderr=StringIO(), env={"ITO_DESK_URL": rb.url}) == 0
+    stderr = StringIO()  # --db given, but not the backend's database: which file was expected, and why
+    assert run(["--db", str(tmp_path / f"{CANARY}.db"), "accounts", "list"], stdout=StringIO(), stderr=stderr,
+               env={"ITO_DESK_URL": rb.url}) == 2
+    said = stderr.getvalue()
+    assert "no operator token file beside the --db database (expected <--db>.operator-token)" in said
+    assert "the backend writes PATH.operator-token next to it" in said and CANARY not in said
     other_db = tmp_path / "other.db.operator-token"
     other_db.write_text(rb.operator_token)
     other_db.chmod(0o600)

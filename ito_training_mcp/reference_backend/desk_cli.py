@@ -184,6 +184,11 @@ def _token(args: argparse.Namespace) -> str:
             f"{PROG}: no operator token file at ./{path} (the default, in the current directory). Run this where "
             f"'ito-training backend' was started, or pass --db PATH (the backend's database; its token file is "
             f"PATH{TOKEN_SUFFIX}) or --operator-token-file PATH.", "--db")
+    if not explicit and args.db is not None and not os.path.lexists(path):
+        raise UsageError(
+            f"{PROG}: no operator token file beside the --db database (expected <--db>{TOKEN_SUFFIX}). --db must be "
+            f"the database 'ito-training backend' was started with: the backend writes PATH{TOKEN_SUFFIX} next to "
+            "it when it starts. Or pass --operator-token-file PATH.", "--db")
     try:
         return read_operator_token(path)
     except TokenFileError as exc:  # names the flag, never a path that was typed
