@@ -216,13 +216,15 @@ async def test_booking_refusals_map_to_contract_codes(world: World, manifest_pat
 
 
 async def test_too_many_pending_requests_is_rate_limited_with_a_reason(
-    world: World, manifest_path: str, monkeypatch: pytest.MonkeyPatch
+    world: World, write_file: WriteFile, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(reviews, "MAX_PENDING_PER_ACCOUNT", 2)
     service = world.service()
-    assert (await service.plan_training(world.booking, manifest_path)).ok
-    assert (await service.plan_training(world.booking, manifest_path)).ok
-    refused = await service.plan_training(world.booking, manifest_path)
+    # Three different manifests (the same one again would answer its pending request).
+    paths = [write_file({**example_document, "description": f"variant {i}"}) for i in range(3)]
+    assert (await service.plan_training(world.booking, paths[0])).ok
+    assert (await service.plan_training(world.booking, paths[1])).ok
+    refused = await service.plan_training(world.booking, paths[2])
     assert refused.error is not None and refused.error.code.value == "RATE_LIMITED", refused.to_json()
     assert refused.error.details == {"reason": "too_many_pending_requests", "status": 409}
     assert refused.error.retryable is True
