@@ -189,7 +189,7 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                 if not decided:  # the agent is waiting; now the person decides
                     decided.append(await anyio.to_thread.run_sync(
                         desk.confirm, request["request_id"], request["review_url"],
-                        [sha, "$1200.00", "atlas-8b", "decontamination"]))
+                        [sha, "$1,200.00", "atlas-8b", "decontamination"]))
 
             confirmed = show("confirmation_status, waiting up to 20 s while the person decides", await tool(
                 client, "confirmation_status", {"request_id": request["request_id"], "wait_seconds": 20},
