@@ -336,6 +336,7 @@ async def test_the_reference_authorises_nothing_by_itself(world: World, manifest
 
 
 SHA = "a" * 64
+SIGN_IN_SECRET = "Zq3vT0pXbR8wK2mN5yH7jL1cF4dG6sA9eU0iO3tYb2M"  # the shape of a desk sign-in link's secret
 
 
 def _plan_body(service_sha: str, account: str, booking: str, **changes: Any) -> dict[str, Any]:
@@ -379,6 +380,18 @@ HOSTILE_PLANS: dict[str, dict[str, Any]] = {
     "review url without a page": {"request": {"review_url": "https://desk.example"}},
     "review url with a credential": {"request": {"review_url": f"https://desk.example/{CANARY_GITHUB}"}},
     "review url with a control": {"request": {"review_url": "https://desk.example/desk/\u202eevil"}},
+    # The path must be short lowercase words, then this request's id: never a sign-in link.
+    "review url that signs in": {"request": {"review_url": "https://desk.example/desk/sign-in/" + SIGN_IN_SECRET}},
+    "review url that signs in at the end": {
+        "request": {"review_url": f"https://desk.example/desk/requests/creq_h1/{SIGN_IN_SECRET}"}},
+    "review url with a secret segment": {
+        "request": {"review_url": f"https://desk.example/login/{SIGN_IN_SECRET.lower()[:40]}/creq_h1"}},
+    "review url of another request": {"request": {"review_url": "https://desk.example/desk/requests/creq_h2"}},
+    "review url with a trailing slash": {"request": {"review_url": "https://desk.example/desk/requests/creq_h1/"}},
+    "review url with an upper-case word": {"request": {"review_url": "https://desk.example/Desk/requests/creq_h1"}},
+    "review url with a long word": {"request": {"review_url": f"https://desk.example/{'d' * 33}/creq_h1"}},
+    "review url naming only a prefix": {"request": {"review_url": "https://desk.example/desk/requests/creq_h"}},
+    "review url with the id encoded": {"request": {"review_url": "https://desk.example/desk/requests/creq%5Fh1"}},
 }
 
 
