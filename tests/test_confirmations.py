@@ -18,7 +18,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, ValidationError, validators
 
 from ito_training_mcp.service import TrainingService
-from ito_training_mcp.tool_specs import ALL_TOOLS, ToolSpec
+from ito_training_mcp.tool_specs import ALL_TOOLS, TOOLS_BY_NAME, ToolSpec
 
 COMPOSITION = {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$defs"}
 
@@ -333,3 +333,23 @@ def test_the_builders_for_the_next_tools() -> None:
     assert validator.is_valid({"action": "training.cancel", "run_id": "run_1"})
     assert not validator.is_valid({"action": "training.create", "run_id": "run_1"})
     assert not COMPOSITION & action.keys()
+
+
+@pytest.mark.parametrize(("tool", "argument", "value", "accepted"), [
+    ("training_status", "wait_seconds", 5.0, True),
+    ("training_status", "wait_seconds", 0.0, True),
+    ("training_status", "wait_seconds", -0.0, True),
+    ("training_logs", "limit", 50.0, True),
+    ("training_status", "wait_seconds", 5.5, False),
+    ("training_logs", "limit", 1e300, False),
+    ("training_logs", "limit", 0.0, False),
+    ("training_logs", "limit", True, False),
+])
+def test_a_whole_float_is_the_integer_to_schema_and_gate0_alike(tool: str, argument: str, value: Any,
+                                                                  accepted: bool) -> None:
+    """The finding: JSON Schema's "integer" admits 5.0, and gate 0 used to refuse it ("type")."""
+    arguments = {"run_id": "r1", argument: value}
+    assert Draft202012Validator(TOOLS_BY_NAME[tool].input_schema()).is_valid(arguments) == accepted
+    env = anyio.run(TrainingService({}).invoke, tool, arguments)
+    refused_here = env.error is not None and env.error.code.value == "INVALID_INPUT"
+    assert refused_here != accepted, env.to_json()
