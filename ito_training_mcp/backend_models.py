@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
@@ -63,7 +64,8 @@ def _review_url(value: object) -> str:
     """Where the person reviews a request: an absolute https URL (http only to a literal loopback
     host), no userinfo, query or fragment, a normalised path, bounded length -- the rule for
     ITO_API_URL -- and nothing that looks like a credential. A URL that could carry a sign-in token is
-    refused: the review URL is never pre-authenticated."""
+    refused: the review URL is never pre-authenticated. (That its path names the request's own page
+    is checked with the request: `review_path_names`.)"""
     from .config import parse_endpoint
     from .errors import ConfigRefusal
     from .secret_scan import value_kinds
@@ -77,6 +79,19 @@ def _review_url(value: object) -> str:
     if not endpoint.path or value_kinds(value):
         raise ValueError("must name a review page and hold no credential")
     return value
+
+
+_REVIEW_SEGMENT = re.compile(r"[a-z0-9-]{1,32}")
+
+
+def review_path_names(url: str, request_id: str) -> bool:
+    """Is the path of this (already checked) review URL the page of `request_id`: short lowercase
+    words, then `/<request_id>` and nothing after? A sign-in link (`/desk/sign-in/<secret>`) is not:
+    its last segment is not this request's id, and a secret is no short lowercase word."""
+    path = urlsplit(url).path
+    segments = path.split("/")
+    return (len(segments) >= 2 and segments[0] == "" and segments[-1] == request_id
+            and all(_REVIEW_SEGMENT.fullmatch(segment) for segment in segments[1:-1]))
 
 
 Timestamp = Annotated[datetime, BeforeValidator(_timestamp)]
@@ -253,6 +268,8 @@ class ConfirmationRequest(_Response):
     def _ref_iff_confirmed(self) -> ConfirmationRequest:
         if (self.confirmation_ref is not None) != (self.status == "confirmed"):
             raise ValueError("confirmation_ref is set iff the request is confirmed")
+        if not review_path_names(self.review_url, self.request_id):
+            raise ValueError("review_url must be the page of this request")
         return self
 
 

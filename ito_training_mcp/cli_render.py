@@ -10,6 +10,7 @@ keys.
 from __future__ import annotations
 
 import os
+import shutil
 import textwrap
 import unicodedata
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any, TextIO
 
 from .egress import clean_envelope, clean_line, clean_text
 from .envelope import Envelope
+from .review_layout import REVIEW_WIDTH, review_lines
 
 WRAP = 100
 _INDENT = "  "
@@ -129,7 +131,22 @@ def _checkpoints(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _digest(data: dict[str, Any]) -> list[str]:
+def terminal_columns() -> int:
+    """The width the review is laid out for: the terminal's (`COLUMNS` first), never more than the
+    review's own width, and the layout's minimum when that is all there is."""
+    return min(shutil.get_terminal_size((REVIEW_WIDTH, 24)).columns, REVIEW_WIDTH)
+
+
+def _digest(data: dict[str, Any], sha_key: str = "sha256") -> list[str]:
+    """The review, laid out again for this terminal (`review_layout`: a value that wraps continues past
+    the label column, so no wrapped text can look like a row of its own); `review_text` as it came when
+    there is no review tree to lay out."""
+    review, sha256 = data.get("review"), data.get(sha_key)
+    if isinstance(review, dict) and isinstance(sha256, str):
+        try:
+            return review_lines(review, sha256, terminal_columns())
+        except (KeyError, TypeError, AttributeError):
+            pass  # not the shape this version lays out: the text the core laid out at its own width
     return clean_text(str(data.get("review_text", "")), multiline=True).split("\n")
 
 
@@ -162,7 +179,7 @@ def _plan(data: dict[str, Any]) -> list[str]:
     lines.append(f"Confirming allows at most ${data.get('max_cost_usd')} for this submission; "
                  f"SHA-256 {data.get('manifest_sha256')}.")
     if data.get("review_text"):
-        lines += ["", "What is being confirmed:", *_digest(data)]
+        lines += ["", "What is being confirmed:", *_digest(data, "manifest_sha256")]
     request = data.get("confirmation_request")
     if isinstance(request, dict):
         lines += _review_url(request)

@@ -9,8 +9,11 @@ functions; nothing writes a string out any other way. For each string, in this o
    token out in two visible halves.
 2. **Escaping.** Every character Python does not call printable -- C0 and C1 controls, DEL,
    bidi controls and marks, zero-width and other format characters, line and paragraph separators,
-   surrogates, private-use and unassigned code points, spaces other than U+0020 -- is written as
-   `⟨U+XXXX⟩` (the same convention the desk uses). No terminal can interpret what it cannot see.
+   surrogates, private-use and unassigned code points, spaces other than U+0020 -- and every
+   character that shows as nothing although Python calls it printable (`invisible.py`: the combining
+   grapheme joiner, variation selectors, Hangul fillers, the braille blank ...) is written as
+   `⟨U+XXXX⟩` (the same convention the desk uses). No terminal can interpret what it cannot see,
+   and no reader can miss it.
    Newline and tab survive only in texts that are multi-line by design (the review text and the
    manifest's description), never CR, ESC or anything else.
 
@@ -28,6 +31,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from .envelope import Envelope
+from .invisible import has_invisible, is_invisible
 from .redact import Redactor
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -62,13 +66,36 @@ class LocalTree(dict[str, Any]):
         self.ascii_printable = ascii_printable
 
 
+class LocalText(str):
+    """Text this server laid out itself from the strings of a manifest that passed gate 2 (the digest's
+    `review_text`), with `strings`: every one of those strings, unbroken. The layout wraps long values,
+    which may split a string -- a registered credential too -- across two lines, where no search of the
+    text finds it; so the credential is looked for in `strings`, and a text whose strings hold one is
+    withheld whole (`REVIEW_WITHHELD_NOTE`)."""
+
+    strings: str
+
+    def __new__(cls, text: str, *, strings: str) -> LocalText:
+        made = super().__new__(cls, text)
+        made.strings = strings
+        return made
+
+
+REVIEW_WITHHELD_NOTE = "<redacted: the review held a credential; it is not shown>"
+
+
 def visible(code_point: str) -> str:
-    """How one unprintable character is shown: `⟨U+202E⟩`."""
+    """How one unprintable or invisible character is shown: `⟨U+202E⟩`."""
     return f"⟨U+{ord(code_point):04X}⟩"
 
 
+def _shows(ch: str) -> bool:
+    """Is this one character shown as itself: printable, and not one that shows as nothing?"""
+    return ch.isprintable() and not is_invisible(ch)
+
+
 def _escape_all(text: str) -> str:
-    return "".join(ch if ch.isprintable() else visible(ch) for ch in text)
+    return "".join(ch if _shows(ch) else visible(ch) for ch in text)
 
 
 # ASCII is printable but for C0 and DEL: in a long ASCII text, one byte search per such character
@@ -79,28 +106,34 @@ _LONG = 512
 
 
 def _printable(text: str, multiline: bool) -> bool:
-    """Is every character printable (newline and tab too, when `multiline`)?"""
+    """Is every character shown as itself (printable and not invisible; newline and tab too, when
+    `multiline`)?"""
     if len(text) > _LONG and text.isascii():  # `isascii` costs nothing for a str
         return not any(c in text for c in (_ASCII_UNPRINTABLE_MULTILINE if multiline else _ASCII_UNPRINTABLE))
     if text.isprintable():  # C speed: the common case costs one pass
-        return True
-    return multiline and text.replace("\n", "").replace("\t", "").isprintable()
+        return not has_invisible(text)
+    return multiline and text.replace("\n", "").replace("\t", "").isprintable() and not has_invisible(text)
+
+
+def _shown_as_is(text: str) -> bool:
+    return text.isprintable() and not has_invisible(text)
 
 
 def escape(text: str, *, multiline: bool = False) -> str:
-    """Show every unprintable character as `⟨U+XXXX⟩`; keep newline and tab only when `multiline`."""
-    if text.isprintable():
+    """Show every unprintable or invisible character as `⟨U+XXXX⟩`; keep newline and tab only when
+    `multiline`."""
+    if _shown_as_is(text):
         return text
     if not multiline:
         return _escape_all(text)
     return "".join(
-        part if part in ("\n", "\t") or part.isprintable() else _escape_all(part)
+        part if part in ("\n", "\t") or _shown_as_is(part) else _escape_all(part)
         for part in _KEPT_IN_MULTILINE.split(text)
     )
 
 
 def _strip_unprintable(text: str, keep: str) -> str:
-    return "".join(ch for ch in text if ch.isprintable() or ch in keep)
+    return "".join(ch for ch in text if _shows(ch) or ch in keep)
 
 
 def clean_text(
@@ -170,7 +203,7 @@ class _Walk:
             if not self._collect(value, path, False, own, relayed):
                 return False
         everything = own + relayed
-        if not "".join(everything).isprintable() or self.redactor.holds_secret("\n".join(everything)):
+        if not _shown_as_is("".join(everything)) or self.redactor.holds_secret("\n".join(everything)):
             return False
         return not relayed or not _value_kinds()("\n".join(relayed))
 
@@ -207,6 +240,9 @@ class _Walk:
             relayed, scanned = False, True
             if self._already_clean(value, path):
                 return value
+            if isinstance(value, LocalText) and self._withheld(value):
+                self.changed = True
+                return REVIEW_WITHHELD_NOTE
         if isinstance(value, str):
             return self.string(value, path, relayed, scanned)
         if isinstance(value, list | tuple):
@@ -222,6 +258,13 @@ class _Walk:
             return out
         return value
 
+    def _withheld(self, text: LocalText) -> bool:
+        """Do the strings under a laid-out text hold a registered credential (behind invisible ones too)?"""
+        strings = text.strings
+        if self.redactor.holds_known(strings):
+            return True
+        return not _printable(strings, True) and self.redactor.holds_known(_strip_unprintable(strings, "\n\t"))
+
     def _already_clean(self, value: Any, path: tuple[str, ...]) -> bool:
         """The fast path for a digest's review (up to a mebibyte of text): it passed the scanner and the
         character rule at gate 2, so only a registered credential or another unprintable character (a
@@ -229,6 +272,8 @@ class _Walk:
         spaces: nothing unprintable, no registered credential, and newline and tab only in the fields
         that are multi-line by design. Anything else (a credential that only the joining made, too)
         takes the walk, string by string."""
+        if isinstance(value, LocalText):
+            return self._text_clean(value, True) and not self._withheld(value)
         if isinstance(value, str):
             return self._text_clean(value, path in MULTILINE_FIELDS)
         if isinstance(value, LocalTree):

@@ -3,8 +3,8 @@
 Each builder mirrors one rule of gate 0, so a client that validates arguments against the
 schema and the server agree on every call (tests/test_input_schemas_match_gate0.py checks this
 both ways, property-based). What no schema can say is left to the server: whether a value
-*looks like a credential*, and that JSON `5.0` is not the integer `5` (JSON Schema treats them
-as the same number; gate 0 refuses the float).
+*looks like a credential*. An "integer" is a JSON number with no fractional part in both: `5.0`
+is accepted as `5` by gate 0 as by JSON Schema (never a boolean, never `5.5`).
 
 Portability rules, from what mainstream clients do with a tool's `inputSchema`:
 

@@ -166,8 +166,17 @@ def manifest_path(value: object) -> str:
 
 
 def bounded_int(value: object, argument: str, *, default: int, low: int, high: int) -> int:
+    """A whole number in [low, high]. A JSON number with no fractional part (`5.0`) is one, as in JSON
+    Schema's "integer" (the published schema and this gate agree); a boolean, a fraction, NaN or an
+    infinity is not; a whole float outside the bounds is out of range."""
     if value is None:
         return default
+    if isinstance(value, float) and value.is_integer():
+        if not (low <= value <= high):
+            raise InputRefusal(
+                f"The argument {argument} must be between {low} and {high}.", argument=argument, problem="range"
+            )
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputRefusal(f"The argument {argument} must be an integer.", argument=argument, problem="type")
     if not (low <= value <= high):

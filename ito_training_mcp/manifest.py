@@ -37,13 +37,15 @@ from pydantic_core import PydanticCustomError
 
 from . import secret_scan, strict_json
 from .config import ManifestSettings
-from .egress import LocalTree
+from .egress import LocalText, LocalTree
 from .envelope import ErrorCode
 from .errors import ManifestRefusal
 from .manifest_characters import CHARACTER_CLASSES as CHARACTER_CLASSES
 from .manifest_characters import character_class as character_class
 from .manifest_characters import character_problems, may_hold_forbidden
 from .pointers import pointer as safe_pointer
+from .review_layout import review_strings
+from .review_layout import review_text as review_text
 from .safe_read import FileBytes, ReadHooks, read_regular_file
 from .schema_trim import trim_unknown_keys
 
@@ -56,7 +58,10 @@ _IMMUTABLE_REVISION = r"^([0-9a-f]{40}|[0-9a-f]{64}|sha256:[0-9a-f]{64})$"
 _DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 _DATE_RE = re.compile(_DATE_PATTERN)
 _URI_SCHEMES = ("s3", "gs", "az", "hf", "https", "ito")
-_URI_PATTERN = r"^(s3|gs|az|hf|https|ito)://[^\s?#@]+$"
+# Printable ASCII after the scheme, but for space, `?`, `#` and `@`: a URI the person reads is the URI
+# used, with no look-alike letter from another script and nothing invisible (internationalised host
+# names in their xn-- form, other non-ASCII percent-encoded).
+_URI_PATTERN = r"^(s3|gs|az|hf|https|ito)://[\x21\x22\x24-\x3e\x41-\x7e]+$"
 MAX_SCHEMA_PROBLEMS = 20
 
 
@@ -102,24 +107,23 @@ def _calendar_date(value: str) -> bool:
 
 
 IsoDate = Annotated[str, BeforeValidator(_iso_date), WithJsonSchema({"type": "string", "format": "date"})]
-# _URI_PATTERN, checked without a regex scan of every character on the common (ASCII) path: data
-# references are long paths, and the pattern constraint was most of the schema's cost. The same
-# test, the same error type and message; `\s` is Unicode White_Space, as in the published pattern.
+# _URI_PATTERN, checked without a regex scan of every character (data references are long paths, and
+# the pattern constraint was most of the schema's cost): the same verdict, error type and message for
+# ASCII text; a URI with any other character gets its own problem, `uri_not_ascii`.
 _URI_FORBIDDEN_ASCII = "\t\n\x0b\x0c\r ?#@"  # what `_has_any` looks for, one byte search each
-_URI_UNICODE = re.compile("(?:s3|gs|az|hf|https|ito)://[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a"
-                          "\u2028\u2029\u202f\u205f\u3000?#@]+")
+URI_NOT_ASCII = "uri_not_ascii"
 
 
 def _uri(value: str, info: ValidationInfo) -> str:
     checked = info.context.get(CHECKED_URIS) if isinstance(info.context, dict) else None
     if checked is not None and id(value) in checked:
         return value  # this very string passed `checked_uris`
-    if value.isascii():
-        end = value.find("://")
-        ok = end > 0 and value[:end] in _URI_SCHEMES and len(value) > end + 3 and not _has_any(value)
-    else:
-        ok = _URI_UNICODE.fullmatch(value) is not None
-    if not ok:
+    if not value.isascii():
+        raise PydanticCustomError(URI_NOT_ASCII, "A URI must be ASCII: an internationalised host name in its xn-- "
+                                                 "form, any other character percent-encoded")
+    end = value.find("://")
+    if not (end > 0 and value[:end] in _URI_SCHEMES and len(value) > end + 3 and value.isprintable()
+            and not _has_any(value)):
         raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
                                   {"pattern": _URI_PATTERN})
     return value
@@ -150,8 +154,9 @@ def checked_uris(document: Any) -> frozenset[int]:
         found.append(checkpoints.get("storage"))
     uris = [uri for uri in found if type(uri) is str]
     joined = "".join(uris)
-    if (not uris or not joined.isascii() or not all(map(str.startswith, uris, repeat(_URI_PREFIXES)))
-            or _has_any(joined) or not _URI_PREFIX_SET.isdisjoint(uris)):
+    if (not uris or not joined.isascii() or not joined.isprintable()
+            or not all(map(str.startswith, uris, repeat(_URI_PREFIXES))) or _has_any(joined)
+            or not _URI_PREFIX_SET.isdisjoint(uris)):
         return frozenset()
     return frozenset(map(id, uris))
 
@@ -162,11 +167,18 @@ _URI_PREFIX_SET = frozenset(_URI_PREFIXES)  # a URI that is a scheme prefix and 
 Uri = Annotated[
     str,
     Field(min_length=6, max_length=2048, json_schema_extra={"pattern": _URI_PATTERN},
-          description=f"A stable location: scheme one of {', '.join(_URI_SCHEMES)}; no credentials, "
-                      "query string or fragment."),
+          description=f"A stable location: scheme one of {', '.join(_URI_SCHEMES)}; printable ASCII only "
+                      "(internationalised host names in their xn-- form); no credentials, query string or "
+                      "fragment."),
     AfterValidator(_uri),
 ]
-Label = Annotated[str, Field(min_length=1, max_length=200)]
+# A label (a model, dataset, method or eval-suite name) is words separated by single spaces: no space
+# at either end, no run of spaces, no other kind of space (no-break, ideographic ...). Padding is how a
+# label could push its text to where the review's own lines are (problem class `whitespace`).
+_SPACES = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000"  # Unicode's space separators (Zs)
+_LABEL_PATTERN = f"^[^{_SPACES}]+(?: [^{_SPACES}]+)*$"
+WHITESPACE = "whitespace"
+Label = Annotated[str, Field(min_length=1, max_length=200, pattern=_LABEL_PATTERN)]
 
 
 class TrainingTarget(StrEnum):
@@ -335,46 +347,27 @@ def manifest_json_schema() -> dict[str, Any]:
     return schema
 
 
-def review_text(review: dict[str, Any], sha256: str) -> str:
-    """A short plain-text rendering of the review summary, for people and terminals."""
-    model = review["model"]
-    parts = [
-        f"Model:        {model['name']} ({model['size']} parameters) @ {model['revision']}\n"
-        f"Target:       {review['target']}\n"
-        f"Post-training: {' -> '.join(review['post_training']) or 'none'}\n"
-        f"Budget:       ceiling ${review['budget']['ceiling_usd']}, "
-        f"this submission at most ${review['budget']['max_incremental_cost_usd']}\n"
-        f"Checkpoints:  every {review['checkpoints']['interval_steps']} steps, keep "
-        f"{review['checkpoints']['retain_last']}, to {review['checkpoints']['storage']}\n"
-        "Data:"
-    ]
-    for ref in review["data"]:  # the pieces are joined once: the references can be a mebibyte
-        d = ref["decontamination"]
-        parts += ("\n  - ", ref["name"], ": ", ref["uri"], " (decontaminated by ", d["method"], " against ",
-                  ", ".join(d["eval_suites"]), " on ", d["checked_at"], "; report ", d["report"], ")")
-    parts.append(f"\nSHA-256:      {sha256}")
-    return "".join(parts)
-
-
 # Every key of a review, for `review_sources` (a test keeps this complete).
 REVIEW_KEYS = ("model name parameter_count size revision target data uri decontamination method eval_suites report "
                "checked_at post_training budget ceiling_usd max_incremental_cost_usd checkpoints interval_steps "
                "retain_last storage description")
 
 
-def review_sources(review: dict[str, Any], text: str) -> tuple[str, ...]:
-    """Strings in which every key and string of `review` occurs, for the egress (`LocalTree`): the review
-    text holds all of them but the description and the data revisions."""
+def review_sources(review: dict[str, Any], strings: str) -> tuple[str, ...]:
+    """Strings in which every key and string of `review` occurs, for the egress (`LocalTree`):
+    `strings` (`review_strings`) holds all of them but the description and the data revisions."""
     revisions = "\n".join(ref["revision"] or "" for ref in review["data"])
-    return text, review["description"] or "", revisions, REVIEW_KEYS
+    return strings, review["description"] or "", revisions, REVIEW_KEYS
 
 
 def _schema_problems(exc: ValidationError) -> list[dict[str, str]]:
     """Locations and fixed messages only: pydantic's input values are file content, and so are
     keys (an unknown key is masked in its pointer unless it is a plain identifier)."""
     problems: list[dict[str, str]] = []
-    for err in exc.errors(include_url=False, include_input=False, include_context=False)[:MAX_SCHEMA_PROBLEMS]:
+    for err in exc.errors(include_url=False, include_input=False, include_context=True)[:MAX_SCHEMA_PROBLEMS]:
         message = err["msg"] if err["type"] in ("value_error", "assertion_error") else err["type"]
+        if err["type"] == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == _LABEL_PATTERN:
+            message = WHITESPACE  # the only way a label misses its pattern
         problems.append({"pointer": safe_pointer(err["loc"]), "problem": str(message)[:200]})
     return problems
 
@@ -494,15 +487,15 @@ class DigestedManifest(BaseModel):
 
     def summary(self) -> dict[str, Any]:
         review = self.manifest.review()
-        text = review_text(review, self.file.sha256)
+        strings = review_strings(review)
         return {
             "path": self.file.path,
             "sha256": self.file.sha256,
             "size_bytes": self.file.size_bytes,
             "schema_version": SCHEMA_VERSION,
-            "review": LocalTree(review, sources=review_sources(review, text), ascii_printable=_ascii_printable(
+            "review": LocalTree(review, sources=review_sources(review, strings), ascii_printable=_ascii_printable(
                 self.file.content)),
-            "review_text": text,
+            "review_text": LocalText(review_text(review, self.file.sha256), strings=strings),
         }
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from .invisible import character_class as invisible_class
 from .pointers import pointer as safe_pointer
 
 # Characters that could make a terminal or a viewer show something other than the bytes the person
@@ -29,13 +30,21 @@ CHARACTER_CLASSES: tuple[tuple[str, str], ...] = (
     ("bidi_control", "\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"),
     # Extension: Unicode's own line and paragraph separators start a new line in some viewers.
     ("line_separator", "\u2028\u2029"),
+    # Extension: characters that show as nothing (Default_Ignorable_Code_Point, and U+2800 BRAILLE
+    # PATTERN BLANK; see invisible.py): a zero-width joiner or a variation selector in a URI or a name
+    # makes another string that looks the same. The bidi marks above keep their own class.
+    ("invisible", invisible_class()),
 )
 MAX_CHARACTER_PROBLEMS = 20
 _BREAKS = "\t\n"  # allowed in the description
 _FORBIDDEN = re.compile("[" + "".join(ranges for _, ranges in CHARACTER_CLASSES) + "]")
 _CLASS_OF = [(name, re.compile(f"[{ranges}]")) for name, ranges in CHARACTER_CLASSES]
-# An escape that may stand for a forbidden character (over-inclusive: `\\u0610` matches too).
-_FORBIDDEN_ESCAPE = re.compile(rb"\\(?:[bfnrt]|u(?:00[01]|007|00[89]|061|200|202|206))", re.IGNORECASE)
+# An escape that may stand for a forbidden character, by its first three or four hex digits
+# (over-inclusive: `\\u0610` matches too). Supplementary characters are escaped as surrogate pairs:
+# U+1BCA0.. is \\ud82f.., U+1D173.. is \\ud834.., U+E0000..U+E0FFF is \\udb40..\\udb43.
+_FORBIDDEN_ESCAPE = re.compile(
+    rb"\\(?:[bfnrt]|u(?:00[01789a]|034|061|11[56]|17b|180|20[026]|280|316|fe[0f]|ff[af]|d82f|d834|db4[0-3]))",
+    re.IGNORECASE)
 
 
 def _code_points(exclude: str = "") -> list[int]:
@@ -47,19 +56,30 @@ def _code_points(exclude: str = "") -> list[int]:
     return sorted(points - {ord(c) for c in exclude})
 
 
+def _ranges(points: list[int]) -> list[tuple[int, int]]:
+    """Sorted code points as (low, high) runs."""
+    ranges: list[tuple[int, int]] = []
+    for point in points:
+        if ranges and ranges[-1][1] == point - 1:
+            ranges[-1] = (ranges[-1][0], point)
+        else:
+            ranges.append((point, point))
+    return ranges
+
+
 @cache
 def _utf8_search(exclude: str) -> Callable[[bytes], bool]:
     """Does UTF-8 `data` hold a forbidden character other than those in `exclude`? One linear pass:
     RE2 where installed (a dependency), else Python's `re` over the decoded text."""
-    points = _code_points(exclude)
+    ranges = _ranges(_code_points(exclude))
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
     except ImportError:  # pragma: no cover - exercised where no wheel exists
-        pattern = re.compile("[" + "".join(re.escape(chr(c)) for c in points) + "]")
+        pattern = re.compile("[" + "".join(re.escape(chr(a)) + "-" + re.escape(chr(b)) for a, b in ranges) + "]")
         return lambda data: pattern.search(data.decode("utf-8", "surrogatepass")) is not None
     options = re2.Options()
     options.never_capture = True
-    compiled = re2.compile("[" + "".join(f"\\x{{{c:x}}}" for c in points) + "]", options)
+    compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]", options)
     return lambda data: compiled.search(data) is not None
 
 

@@ -7,7 +7,8 @@ value back. Each tool call maps the envelope to `structuredContent` + one text b
 
 Protocol errors are JSON-RPC errors with fixed messages that echo nothing: an unknown tool,
 prompt or resource, a prompt given arguments, or a list cursor this server never issued, are
-`-32602` (invalid params) in both protocol eras.
+`-32602` (invalid params) in both protocol eras; an unknown method is `-32601` without `data`.
+Every other protocol error leaves through the egress (`protocol_egress.py`).
 
 Talking back to the client during a call goes through `ToolCall`, which carries the SDK's request
 context for that call: progress notifications, and the review link of a newly opened confirmation
@@ -68,6 +69,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from . import __version__
 from .envelope import Envelope, ErrorCode, refusal
+from .protocol_egress import ProtocolErrorEgress
 from .service import TrainingService
 from .service.confirmations import ReviewOffer, review_offer, with_elicitation
 from .skill_data import SKILL_FILE, SKILL_NAME, Skill, load_skill, skill_body, skill_file
@@ -177,7 +179,7 @@ def _answer_from_state(spec: ToolSpec, params: CallToolRequestParams) -> Envelop
         offer = review_offer(spec.name, envelope)
         if state.get("v") != _STATE_VERSION or offer is None:
             raise ValueError("not a review state")
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         # Sealed by this process, so this is a defect here, never the client's doing.
         log.error("%s: a request state this server minted could not be read", spec.name)
         return refusal(ErrorCode.INTERNAL_ERROR, "The server could not resume this call.",
@@ -357,4 +359,7 @@ def build_server(service: TrainingService | None = None) -> Server[Any]:
     # Seals any requestState a tool hands the client (2026-07-28 multi-round-trip), so what comes
     # back on the retry is what this process minted.
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME))
+    # Outermost: every error any handler or middleware raises leaves with a fixed or cleaned message
+    # (an unknown method's name is never echoed), in both eras and on every transport.
+    server.middleware.insert(0, ProtocolErrorEgress())
     return server

@@ -76,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _serve_http(server: Server[Any], host: str, port: int) -> None:
-    """Streamable HTTP at /mcp, with the SDK's DNS-rebinding protection for loopback hosts.
+    """Streamable HTTP at /mcp, with the SDK's DNS-rebinding protection for loopback hosts; the JSON-RPC
+    errors the transport writes itself pass the egress (`protocol_egress.CleanErrorResponses`).
 
     uvicorn logs through the root logger configured by `logs.configure` (stderr, redacted).
     """
@@ -84,7 +85,9 @@ async def _serve_http(server: Server[Any], host: str, port: int) -> None:
 
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
+    from .protocol_egress import CleanErrorResponses
+
+    app = CleanErrorResponses(server.streamable_http_app(host=host))
     level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
     config = uvicorn.Config(app, host=host, port=port, log_config=None, log_level=level)
     await uvicorn.Server(config).serve()

@@ -13,7 +13,7 @@ anything in the process cannot corrupt the protocol stream; both are restored af
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # the SDK loads only when a session starts: reading the setti
 
     ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
     WriteStream = MemoryObjectSendStream[SessionMessage]
+
+log = logging.getLogger("ito_training_mcp.stdio")
 
 MAX_LINE_ENV = "ITO_TRAINING_STDIO_MAX_LINE_BYTES"
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -115,20 +117,37 @@ def _answer(code: int, message: str, data: Any = None) -> Answer:
 
 
 def parse_line(line: bytes) -> SessionMessage | Answer:
-    """The JSON-RPC message on one line, or the answer to a line that is not one. Never echoes the line."""
+    """The JSON-RPC message on one line, or the answer to a line that is not one. Never echoes the line,
+    and never raises: whatever the line holds, the session goes on.
+
+    One parse, by the SDK's own parser (pydantic's, in Rust: its nesting limit is a refusal, never a
+    Python recursion). A line it cannot read as JSON -- malformed, or nested deeper than that limit --
+    is -32700; JSON that is no JSON-RPC message is -32600."""
     from mcp.shared.message import SessionMessage
     from mcp.types import jsonrpc_message_adapter
     from pydantic import ValidationError
 
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValidationError:
-        pass
-    try:
-        json.loads(line)
-    except ValueError:
-        return _answer(PARSE_ERROR, "Parse error: the line is not JSON.")
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        not_json = any(error["type"] == "json_invalid" for error in errors)
+    except Exception as exc:  # not expected from the parser; answered, never fatal to the session
+        log.warning("a stdio line could not be parsed (%s); answered as not JSON", type(exc).__name__)
+        not_json = True
+    if not_json:
+        return _answer(PARSE_ERROR, "Parse error: the line is not JSON, or it nests too deeply to be read.")
     return _answer(INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message.")
+
+
+def _parse_or_answer(line: bytes) -> SessionMessage | Answer:
+    """`parse_line`, and a fixed answer should even building that answer fail: a reader that raised
+    would end the session, and with it every call in flight."""
+    try:
+        return parse_line(line)
+    except Exception as exc:  # the session outlives any one line
+        log.error("a stdio line could not be answered (%s)", type(exc).__name__)
+        return _answer(INVALID_REQUEST, "Invalid Request: the line could not be read.")
 
 
 def too_large(limit: int) -> Answer:
@@ -150,6 +169,9 @@ async def bounded_stdio(
     """The (read, write) streams for `Server.run`, over stdin/stdout or the given (in, out) descriptors."""
     import anyio
     from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCError
+
+    from .protocol_egress import clean_jsonrpc_error
 
     restore: list[tuple[int, int]] = []
     if fds is None:
@@ -183,7 +205,7 @@ async def bounded_stdio(
                         if isinstance(event, Oversized):
                             await answers.send(too_large(limit).message)
                         elif event.strip():
-                            parsed = parse_line(event)
+                            parsed = _parse_or_answer(event)
                             if isinstance(parsed, Answer):
                                 await answers.send(parsed.message)
                             else:
@@ -194,7 +216,10 @@ async def bounded_stdio(
     async def writer() -> None:
         async with write_receive:
             async for message in write_receive:
-                text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                outgoing = message.message
+                if isinstance(outgoing, JSONRPCError):  # protocol errors pass the egress too
+                    outgoing = clean_jsonrpc_error(outgoing)
+                text = outgoing.model_dump_json(by_alias=True, exclude_unset=True)
                 try:
                     await anyio.to_thread.run_sync(_write_all, out_fd, text.encode("utf-8") + b"\n")
                 except OSError:

@@ -18,8 +18,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
+from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS, review_path_names
 from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.reference_backend import ReferenceBackend, reviews
 from ito_training_mcp.service import TrainingService
@@ -338,6 +340,7 @@ async def test_the_reference_authorises_nothing_by_itself(world: World, manifest
 
 
 SHA = "a" * 64
+SIGN_IN_SECRET = "Zq3vT0pXbR8wK2mN5yH7jL1cF4dG6sA9eU0iO3tYb2M"  # the shape of a desk sign-in link's secret
 
 
 def _plan_body(service_sha: str, account: str, booking: str, **changes: Any) -> dict[str, Any]:
@@ -381,6 +384,18 @@ HOSTILE_PLANS: dict[str, dict[str, Any]] = {
     "review url without a page": {"request": {"review_url": "https://desk.example"}},
     "review url with a credential": {"request": {"review_url": f"https://desk.example/{CANARY_GITHUB}"}},
     "review url with a control": {"request": {"review_url": "https://desk.example/desk/\u202eevil"}},
+    # The path must be short lowercase words, then this request's id: never a sign-in link.
+    "review url that signs in": {"request": {"review_url": "https://desk.example/desk/sign-in/" + SIGN_IN_SECRET}},
+    "review url that signs in at the end": {
+        "request": {"review_url": f"https://desk.example/desk/requests/creq_h1/{SIGN_IN_SECRET}"}},
+    "review url with a secret segment": {
+        "request": {"review_url": f"https://desk.example/login/{SIGN_IN_SECRET.lower()[:40]}/creq_h1"}},
+    "review url of another request": {"request": {"review_url": "https://desk.example/desk/requests/creq_h2"}},
+    "review url with a trailing slash": {"request": {"review_url": "https://desk.example/desk/requests/creq_h1/"}},
+    "review url with an upper-case word": {"request": {"review_url": "https://desk.example/Desk/requests/creq_h1"}},
+    "review url with a long word": {"request": {"review_url": f"https://desk.example/{'d' * 33}/creq_h1"}},
+    "review url naming only a prefix": {"request": {"review_url": "https://desk.example/desk/requests/creq_h"}},
+    "review url with the id encoded": {"request": {"review_url": "https://desk.example/desk/requests/creq%5Fh1"}},
 }
 
 
@@ -416,6 +431,7 @@ async def test_a_plan_answer_that_is_not_bound_to_this_plan_is_refused(
     assert envelope.error is not None, envelope.to_json()
     assert envelope.error.code.value == "BACKEND_INVALID_RESPONSE", envelope.to_json()
     assert "cnf_forged" not in envelope.to_json() and CANARY_GITHUB not in envelope.to_json()
+    assert SIGN_IN_SECRET not in envelope.to_json() and SIGN_IN_SECRET.lower()[:40] not in envelope.to_json()
     # The bytes planned were the file's bytes, with their digest, exactly once.
     assert len(fake.planned) == 1
     assert base64.b64decode(fake.planned[0]["manifest_b64"]) == Path(manifest_path).read_bytes()
@@ -429,3 +445,30 @@ async def test_the_hostile_harness_accepts_a_bound_answer(world: World, manifest
     await fake.aclose()
     assert envelope.ok, envelope.to_json()
     assert envelope.data is not None and envelope.data["confirmation_request"]["request_id"] == "creq_h1"
+
+
+_WORDS = st.lists(st.from_regex(r"[a-z0-9-]{1,32}", fullmatch=True), max_size=4)
+_IDS = st.from_regex(r"creq_[A-Za-z0-9_]{1,24}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_WORDS, _IDS, st.sampled_from(["A", "_", "~", ".", "%41", "x" * 33, SIGN_IN_SECRET, ""]))
+def test_property_a_review_path_is_short_words_then_the_request(words: list[str], request_id: str, odd: str) -> None:
+    url = "https://desk.example/" + "/".join([*words, request_id])
+    assert review_path_names(url, request_id)
+    assert not review_path_names(url + "/", request_id)
+    assert not review_path_names(url + "x", request_id)
+    assert not review_path_names(url + "/" + SIGN_IN_SECRET, request_id)
+    assert not review_path_names("https://desk.example/" + "/".join([*words, f"w{odd}w" if odd else "", request_id]),
+                                 request_id)
+
+
+def test_the_desks_own_sign_in_link_is_never_a_review_url(backend: ReferenceBackend) -> None:
+    """The reference desk's sign-in link is a well-formed URL; it is no request's page. (A backend that
+    named a request after a sign-in secret would relay the secret as the request id itself: a request
+    id is the backend's to choose, and the contract makes it an opaque identifier.)"""
+    account = backend.op.account()
+    link = str(backend.op.login_link(account)["url"])
+    assert "/sign-in/" in link
+    for request_id in ("creq_1", "creq_" + link.rsplit("/", 1)[1][:8], link.rsplit("/", 2)[1]):
+        assert not review_path_names(link, request_id)

@@ -2,9 +2,9 @@
 
 "Accepts" means gate 0 does not answer INVALID_INPUT: CONFIRMATION_REQUIRED (no confirmation
 reference yet) is gate 0's answer to a well-formed call, and a validating client must be able to
-reach it. Two things no JSON Schema can say are left out, as documented in input_schemas.py: a
-value that looks like a credential (gate 0 refuses it; the schema cannot tell), and a float with
-an integral value such as 5.0 (one JSON number to a schema, a float to gate 0).
+reach it. One thing no JSON Schema can say is left out, as documented in input_schemas.py: a
+value that looks like a credential (gate 0 refuses it; the schema cannot tell). A float with an
+integral value such as 5.0 is drawn like any other number: both take it as the integer 5.
 
 Both directions, property-based: argument objects drawn from gate 0's rules (near-valid and
 invalid values, unknown names, wrong types), and argument objects drawn from each schema. The
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, ValidationError, validators
 
 from ito_training_mcp.service import TrainingService
-from ito_training_mcp.tool_specs import ALL_TOOLS, ToolSpec
+from ito_training_mcp.tool_specs import ALL_TOOLS, TOOLS_BY_NAME, ToolSpec
 
 COMPOSITION = {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$defs"}
 
@@ -87,7 +87,8 @@ def _from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     if kind == "null":
         return st.none()
     if kind == "integer":
-        return st.integers(min_value=schema.get("minimum"), max_value=schema.get("maximum"))
+        whole = st.integers(min_value=schema.get("minimum"), max_value=schema.get("maximum"))
+        return st.one_of(whole, whole.map(float))  # JSON Schema's integer includes 5.0
     if kind == "string":
         low, high = schema.get("minLength", 0), schema.get("maxLength", 10_000)
         if "pattern" in schema:
@@ -124,7 +125,8 @@ _values = st.one_of(
         st.booleans(),
         st.integers(min_value=-3, max_value=1003),
         st.integers(),
-        st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer()),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.integers(min_value=-3, max_value=1003).map(float),  # 5.0: an integer to both
         st.lists(st.integers(), max_size=2),
         st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
     ),
@@ -216,7 +218,8 @@ _CANONICAL = {
     "idempotency_key": "probe-key-00000001", "cursor": "c:1=", "limit": 10, "wait_seconds": 0,
     "action": "training.cancel", "request_id": "creq_1",
 }
-_JUNK: list[Any] = [None, "", True, False, 0, -1, 1.5, [], {}, 2**70, "a b", "a\n", "\n", "é", "a\x00", "=", "a=b",
+_JUNK: list[Any] = [None, "", True, False, 0, -1, 1.5, 0.0, -0.0, 1.0, -1.0, 1e300, float(2**70), 5e-324, [], {},
+                    2**70, "a b", "a\n", "\n", "é", "a\x00", "=", "a=b",
                     ".", "..", "." * 16, "/", "a/b", "A" * 20]
 
 
@@ -242,7 +245,7 @@ def _probes(spec: ToolSpec) -> Iterator[dict[str, Any]]:
             if isinstance(valid, str) and n >= 0:
                 candidates.append((valid * (n // len(valid) + 1))[:n])
             elif isinstance(valid, int):
-                candidates.append(n)
+                candidates += [n, float(n), n + 0.5]
         if isinstance(valid, str):
             for odd in _ODD:
                 candidates += [odd + valid, valid[:1] + odd + valid[1:], valid + odd]
@@ -330,3 +333,23 @@ def test_the_builders_for_the_next_tools() -> None:
     assert validator.is_valid({"action": "training.cancel", "run_id": "run_1"})
     assert not validator.is_valid({"action": "training.create", "run_id": "run_1"})
     assert not COMPOSITION & action.keys()
+
+
+@pytest.mark.parametrize(("tool", "argument", "value", "accepted"), [
+    ("training_status", "wait_seconds", 5.0, True),
+    ("training_status", "wait_seconds", 0.0, True),
+    ("training_status", "wait_seconds", -0.0, True),
+    ("training_logs", "limit", 50.0, True),
+    ("training_status", "wait_seconds", 5.5, False),
+    ("training_logs", "limit", 1e300, False),
+    ("training_logs", "limit", 0.0, False),
+    ("training_logs", "limit", True, False),
+])
+def test_a_whole_float_is_the_integer_to_schema_and_gate0_alike(tool: str, argument: str, value: Any,
+                                                                  accepted: bool) -> None:
+    """The finding: JSON Schema's "integer" admits 5.0, and gate 0 used to refuse it ("type")."""
+    arguments = {"run_id": "r1", argument: value}
+    assert Draft202012Validator(TOOLS_BY_NAME[tool].input_schema()).is_valid(arguments) == accepted
+    env = anyio.run(TrainingService({}).invoke, tool, arguments)
+    refused_here = env.error is not None and env.error.code.value == "INVALID_INPUT"
+    assert refused_here != accepted, env.to_json()

@@ -1,5 +1,7 @@
 """The data-reference URI check gives exactly the verdict, error type and message of the published
-pattern (which pydantic used to apply itself), on generated and edge-case strings."""
+pattern (which pydantic used to apply itself) on ASCII strings, generated and edge-case; a URI with
+any other character is refused by both, the check naming its own problem (`uri_not_ascii`): no
+look-alike letter and nothing invisible can stand in a URI the person reviews."""
 
 from __future__ import annotations
 
@@ -31,7 +33,31 @@ tails = st.text(st.one_of(st.characters(), st.sampled_from(list("\t\n\x0b\x0c\r 
 @settings(max_examples=200, deadline=None)
 @given(schemes, tails)
 def test_same_verdict_as_the_pattern(scheme: str, tail: str) -> None:
-    assert verdict(CHECK, scheme + tail) == verdict(PATTERN, scheme + tail)
+    value = scheme + tail
+    if value.isascii() or len(value) < 6 or len(value) > 2048:
+        assert verdict(CHECK, value) == verdict(PATTERN, value)
+    elif any(0xD800 <= ord(c) <= 0xDFFF for c in value):  # not text at all: both refuse it as such
+        assert verdict(CHECK, value) == verdict(PATTERN, value) != "ok"
+    else:
+        assert verdict(CHECK, value) == [(manifest.URI_NOT_ASCII, NOT_ASCII)]
+        assert verdict(PATTERN, value) != "ok"
+
+
+NOT_ASCII = "A URI must be ASCII: an internationalised host name in its xn-- form, any other character percent-encoded"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["s3://", "https://", "hf://"]), st.text(max_size=20), st.characters(min_codepoint=0x80),
+       st.text(max_size=20))
+def test_no_uri_holds_a_character_outside_ascii(scheme: str, before: str, other: str, after: str) -> None:
+    """Confusables (Cyrillic о for Latin o) and invisible characters alike: any non-ASCII character."""
+    assert verdict(CHECK, scheme + "acme" + before + other + after) != "ok"
+
+
+def test_a_look_alike_bucket_is_refused_and_its_ascii_twin_accepted() -> None:
+    assert verdict(CHECK, "s3://acme-ml-checkpoints/atlas-8b-support/") == "ok"
+    assert verdict(CHECK, "s3://acme-ml-checkp\u043eints/atlas-8b-support/") == [(manifest.URI_NOT_ASCII, NOT_ASCII)]
+    assert verdict(CHECK, "https://xn--hggingface-8ib.co/x") == "ok"  # an IDN in its xn-- form is ASCII
 
 
 def test_same_verdict_at_the_length_limits() -> None:

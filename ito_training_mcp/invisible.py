@@ -1,0 +1,44 @@
+"""Characters that show as nothing: one list for the manifest's character rule and for the egress.
+
+Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties, Unicode 14, Python 3.11's
+database; a test compares this table with the property where a Unicode database that has it is
+installed) lists the characters a renderer may draw as nothing at all: soft hyphen, combining
+grapheme joiner, the Hangul fillers, the Khmer inherent vowels, Mongolian and other variation
+selectors, zero-width spaces and joiners, bidi marks, the word joiner and invisible operators, the
+byte-order mark, tag characters. Python calls some of them printable (U+034F, U+17B5, U+FE0F,
+U+3164 ...), so "printable" alone lets them through. Added: U+2800 BRAILLE PATTERN BLANK, which is
+not default-ignorable but draws as an empty cell.
+
+A manifest may hold none of them (class `invisible`); every string that leaves shows each one as
+`⟨U+XXXX⟩` (`egress.escape`).
+"""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)
+BLANK_LOOKALIKES: tuple[tuple[int, int], ...] = ((0x2800, 0x2800),)
+INVISIBLE_RANGES: tuple[tuple[int, int], ...] = tuple(sorted(DEFAULT_IGNORABLE + BLANK_LOOKALIKES))
+INVISIBLE_POINTS = frozenset(c for low, high in INVISIBLE_RANGES for c in range(low, high + 1))
+
+
+def character_class(ranges: tuple[tuple[int, int], ...] = INVISIBLE_RANGES) -> str:
+    """The ranges as the inside of a regular-expression class, characters written raw."""
+    return "".join(chr(low) if low == high else f"{chr(low)}-{chr(high)}" for low, high in ranges)
+
+
+_INVISIBLE = re.compile(f"[{character_class()}]")
+
+
+def has_invisible(text: str) -> bool:
+    """Does `text` hold a character of `INVISIBLE_RANGES`? (None is ASCII: ASCII text costs nothing.)"""
+    return not text.isascii() and _INVISIBLE.search(text) is not None
+
+
+def is_invisible(ch: str) -> bool:
+    return ord(ch) in INVISIBLE_POINTS
