@@ -522,3 +522,15 @@ def test_a_new_sign_in_replaces_the_previous_session(rb: ReferenceBackend, tenan
     assert response.status_code == 303
     with httpx.Client(base_url=rb.url, trust_env=False, cookies={"ito_desk_session": str(old)}) as stale:
         assert stale.get("/desk/").status_code == 401
+
+
+def test_every_character_that_draws_as_nothing_is_shown_as_its_code_point_on_the_desk() -> None:
+    """The desk escapes the product's whole `invisible` class (Hangul fillers, variation selectors,
+    tags, braille blank ...), not only controls and format characters."""
+    from ito_training_mcp.invisible import INVISIBLE_POINTS
+    from ito_training_mcp.reference_backend.desk.render import esc
+
+    for point in sorted(INVISIBLE_POINTS):
+        shown = esc(f"org/m{chr(point)}odel")
+        assert chr(point) not in shown, hex(point)
+        assert f"⟨U+{point:04X}⟩" in shown, hex(point)

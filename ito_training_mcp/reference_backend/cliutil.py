@@ -12,6 +12,8 @@ import unicodedata
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ..invisible import is_invisible
+
 MIN_TOKEN_CHARS = 16
 MAX_TOKEN_FILE_BYTES = 4096
 _ARGUMENT_RE = re.compile(r"^argument ([A-Za-z0-9_/ -]{1,80}): ")
@@ -108,10 +110,11 @@ def read_operator_token(path: str) -> str:
 def invisible(char: str) -> bool:
     """Characters a reader cannot see or that reorder/erase text: controls, format characters
     (bidi overrides and isolates, zero-width ones), separators other than a plain space,
-    surrogates, private-use and unassigned code points."""
+    surrogates, private-use and unassigned code points, and every character that draws as nothing
+    (the product's `invisible` class: Hangul fillers, variation selectors, braille blank ...)."""
     if char == " ":
         return False
-    return unicodedata.category(char) in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}
+    return unicodedata.category(char) in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"} or is_invisible(char)
 
 
 def terminal_safe(text: str, limit: int = 2000) -> str:
