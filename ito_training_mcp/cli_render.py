@@ -93,6 +93,9 @@ def _run(data: dict[str, Any]) -> list[str]:
     lines = [f"Run {data.get('run_id')}: {data.get('state') or data.get('action', '') + ' done'}"]
     if "created" in data:
         lines[0] += " (created now)" if data["created"] else " (already existed: nothing new was created)"
+        if data["created"] is False and not data.get("recovered_after_ambiguous_response"):
+            lines.append("Nothing new started: a run already existed for this idempotency key, and the confirmation "
+                         "reference given to this command was NOT used.")
     for key in ("booking_id", "manifest_sha256", "idempotency_key", "submit_idempotency_key", "updated_at"):
         if data.get(key) is not None:
             lines.append(f"{_INDENT}{words(key)}: {data[key]}")
@@ -118,6 +121,26 @@ def _logs(data: dict[str, Any]) -> list[str]:
         lines.append(f"{_INDENT}{line.get('ts')}{stage} {line.get('message')}")
     lines.append(f"next cursor: {data['next_cursor']}" if data.get("next_cursor") else "(end of the log for now)")
     return lines
+
+
+_METRICS: dict[str, tuple[str, str, str]] = {  # key: (label, before the value, after it)
+    "step": ("Step", "", ""),
+    "loss": ("Loss", "", ""),
+    "goodput": ("Goodput", "", ""),
+    "interruption_rate": ("Interruption rate", "", ""),
+    "checkpoint_bandwidth_gbps": ("Checkpoint bandwidth", "", " Gbit/s"),
+    "cost_usd_to_date": ("Cost to date", "$", ""),
+}
+
+
+def _metrics(data: dict[str, Any]) -> list[str]:
+    rows = [(label, f"{before}{_scalar(data[key])}{after}" if data.get(key) is not None else "-")
+            for key, (label, before, after) in _METRICS.items() if key in data]
+    rows += [(words(key).capitalize(), _scalar(value)) for key, value in data.items()
+             if key not in _METRICS and key != "run_id" and not isinstance(value, dict | list)]
+    width = max((len(label) for label, _ in rows), default=0)
+    return [f"Metrics of run {data.get('run_id')}:", *(f"{_INDENT}{label + ':':<{width + 1}} {value}"
+                                                       for label, value in rows)]
 
 
 def _checkpoints(data: dict[str, Any]) -> list[str]:
@@ -204,6 +227,7 @@ def _decision(data: dict[str, Any]) -> list[str]:
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "check": _check, "digest": _digest, "plan": _plan, "request-confirmation": _opened, "confirmation": _decision,
     "train": _run, "status": _run, "cancel": _run, "cleanup": _run, "logs": _logs, "checkpoints": _checkpoints,
+    "metrics": _metrics,
 }
 
 
