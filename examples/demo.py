@@ -31,9 +31,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parent.parent
-SUBMIT_KEY = "demo-atlas-8b-support-sft-dpo-0001"
-CANCEL_KEY = "demo-cancel-atlas-8b-support-0001"
-CLEANUP_KEY = "demo-cleanup-atlas-8b-support-0001"
+# The agent's idempotency keys follow the CLI's convention: one per confirmation request, derived from
+# its id (train-<request_id>, cancel-<request_id>, cleanup-<request_id>), so every retry of one intent
+# reuses it and the next intent gets its own. Act 1 never gets as far as a request.
+ACT_ONE_KEY = "train-creq_0000000000000000"
 WIDTH = 100
 
 
@@ -110,7 +111,7 @@ async def act_one(manifest: Path, checks: Checks) -> None:
         checks.expect("act 1 not contacted", check["live_api_contacted"] is False)
         submit = await show("submit_training (refused before any credential or network)", tool(
             client, "submit_training", {"booking_id": "bk_demo", "manifest_path": str(manifest),
-                                        "confirmation_ref": "cnf_5e1d9c0b7a3f2468", "idempotency_key": SUBMIT_KEY}))
+                                        "confirmation_ref": "cnf_5e1d9c0b7a3f2468", "idempotency_key": ACT_ONE_KEY}))
         checks.expect("act 1 submit refused", submit["error"]["code"] == "TRAINING_UNAVAILABLE")
 
 
@@ -183,10 +184,12 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
             checks.expect("plan valid", plan["ok"] and plan["data"]["valid"] is True)
             request = plan["data"]["confirmation_request"]
             print(f"\nThe review URL the agent shows the person (it carries no sign-in):\n    {request['review_url']}")
+            submit_key = f"train-{request['request_id']}"
+            print(f"The idempotency key the agent chooses now for the submit, and reuses for every retry: {submit_key}")
 
             pending = await show("confirmation_status before anyone decided", tool(
                 client, "confirmation_status", {"request_id": request["request_id"]}),
-                keep=("request_id", "status", "confirmation_ref"))
+                keep=("request_id", "status", "confirmation_ref", "review_url"))
             checks.expect("pending", pending["ok"] and pending["data"]["status"] == "pending")
 
             decided: list[str] = []
@@ -203,13 +206,13 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
 
             confirmed = await show("confirmation_status, waiting up to 20 s while the person decides", tool(
                 client, "confirmation_status", {"request_id": request["request_id"], "wait_seconds": 20},
-                progress_callback=progress), keep=("request_id", "status", "confirmation_ref", "max_cost_usd",
-                                                   "manifest_sha256"))
+                progress_callback=progress), keep=("request_id", "action", "booking_id", "status", "confirmation_ref",
+                                                   "max_cost_usd", "manifest_sha256"))
             ref = confirmed["data"]["confirmation_ref"] if confirmed["ok"] else None
             checks.expect("confirmed", ref is not None and decided == [ref])
 
             submit_args = {"booking_id": booking_id, "manifest_path": str(manifest), "confirmation_ref": ref,
-                           "idempotency_key": SUBMIT_KEY}
+                           "idempotency_key": submit_key}
             created = await show("submit_training with the confirmation", tool(
                 client, "submit_training", submit_args), keep=("run_id", "state", "created", "booking_id",
                                                                 "manifest_sha256", "idempotency_key"))
@@ -233,11 +236,12 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                     await anyio.to_thread.run_sync(op.advance, run_id)
                     await anyio.to_thread.run_sync(op.advance, run_id)
 
-            status = await show("training_status, waiting up to 2 s", tool(
+            status = await show("training_status, waiting up to 2 s (progress: the stages passed, plus one half while "
+                               "the next one runs, out of all stages)", tool(
                 client, "training_status", {"run_id": run_id, "wait_seconds": 2}, progress_callback=run_progress),
                 keep=("run_id", "state", "stages", "wait"))
             checks.expect("status", status["ok"] and advanced.is_set())
-            logs = await show("training_logs (first page of 4)", tool(
+            logs = await show("training_logs (the first 4 lines)", tool(
                 client, "training_logs", {"run_id": run_id, "limit": 4}))
             checks.expect("logs", logs["ok"] and len(logs["data"]["lines"]) > 0)
             checks.expect("metrics", (await show("training_metrics", tool(
@@ -246,7 +250,7 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                 client, "list_checkpoints", {"run_id": run_id})))["ok"])
 
             before = op.get_booking(booking_id)
-            for action, key in (("cancel", CANCEL_KEY), ("cleanup", CLEANUP_KEY)):
+            for action in ("cancel", "cleanup"):
                 opened = await show(f"request_confirmation for training.{action}", tool(
                     client, "request_confirmation", {"action": f"training.{action}", "run_id": run_id}),
                     keep=("request_id", "action", "status", "review_url"))
@@ -256,11 +260,12 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                                            "that the booking is untouched": "untouched"})
                 learned = await show("confirmation_status", tool(
                     client, "confirmation_status", {"request_id": opened["data"]["request_id"]}),
-                    keep=("status", "confirmation_ref", "next_tool"))
+                    keep=("request_id", "action", "run_id", "status", "confirmation_ref", "next_tool"))
                 checks.expect(f"{action} confirmed",
                               learned["ok"] and learned["data"]["confirmation_ref"] == action_ref)
                 done = await show(f"{action}_training", tool(client, f"{action}_training", {
-                    "run_id": run_id, "confirmation_ref": learned["data"]["confirmation_ref"], "idempotency_key": key}),
+                    "run_id": run_id, "confirmation_ref": learned["data"]["confirmation_ref"],
+                    "idempotency_key": f"{action}-{opened['data']['request_id']}"}),
                     keep=("run_id", "state", "action", "cleaned", "booking_untouched"))
                 checks.expect(f"{action} done", done["ok"])
                 if action == "cancel":

@@ -86,7 +86,7 @@ COMMANDS: dict[str, Command] = {
     "logs": Command(
         "training_logs",
         lambda a: _present({"run_id": a.run, "cursor": a.cursor, "limit": a.limit}),
-        "One page of a run's log lines; pass --cursor next_cursor for the next page.",
+        "One page of a run's log lines; for the next page, pass the cursor it prints with --cursor.",
     ),
     "metrics": Command("training_metrics", lambda a: {"run_id": a.run}, "A run's metrics."),
     "checkpoints": Command("list_checkpoints", lambda a: {"run_id": a.run}, "A run's checkpoints."),
@@ -98,7 +98,8 @@ COMMANDS: dict[str, Command] = {
     "cleanup": Command(
         "cleanup_training",
         lambda a: {"run_id": a.run, "confirmation_ref": a.confirmation_ref, "idempotency_key": a.idempotency_key},
-        "Clean up a finished run; never touches the booking (own training.cleanup confirmation and key).",
+        "Clean up a finished run, never the booking (needs its own training.cleanup confirmation and idempotency "
+        "key).",
     ),
 }
 
@@ -184,7 +185,7 @@ def _usage_envelope(error: UsageError) -> Envelope:
     forbids retrying with other arguments: for a malformed command line, correcting it is the step."""
     return Envelope(
         ok=False, live_api_contacted=False,
-        notice="Stop: the command line is malformed, so nothing was run or sent. Correct the flag named in the "
+        notice="The command line is malformed, so nothing was run or sent. Correct the flag named in the "
                "message (what was typed is never repeated); 'ito-training COMMAND --help' lists each command's "
                "flags.",
         error=ErrorInfo(code=ErrorCode.INVALID_INPUT, message=error.message, retryable=False, gate=Gate.INPUT,

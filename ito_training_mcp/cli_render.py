@@ -104,9 +104,7 @@ def _run(data: dict[str, Any]) -> list[str]:
         lines.extend(_stages(data["stages"]))
     if data.get("failed_gates"):
         lines.append(f"Failed gates: {', '.join(data['failed_gates'])}")
-    wait = data.get("wait")
-    if isinstance(wait, dict) and wait.get("timed_out"):
-        lines.append("The wait ended before the run finished.")
+    lines += _waited(data.get("wait"))
     if data.get("cleaned") is not None:
         lines.append(f"Cleaned up: {', '.join(data['cleaned']) or '(nothing)'}")
     if "booking_untouched" in data:
@@ -143,11 +141,30 @@ def _metrics(data: dict[str, Any]) -> list[str]:
                                                        for label, value in rows)]
 
 
+def _size(value: object) -> str:
+    """A byte count as people read it (decimal units), the exact count beside it."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return "size unknown"
+    if value < 1000:
+        return f"{value} bytes"
+    scaled, units = float(value) / 1000, ["kB", "MB", "GB", "TB", "PB"]
+    while scaled >= 1000 and len(units) > 1:
+        scaled, units = scaled / 1000, units[1:]
+    return f"{scaled:.1f} {units[0]} ({value} bytes)"
+
+
+def _waited(wait: object) -> list[str]:
+    """How long a --wait waited, when it ended before the change it waited for (the notice says what next)."""
+    if isinstance(wait, dict) and wait.get("timed_out"):
+        return [f"Waited {_scalar(wait.get('waited_s'))} s of the {_scalar(wait.get('requested_s'))} s asked for."]
+    return []
+
+
 def _checkpoints(data: dict[str, Any]) -> list[str]:
     rows = data.get("checkpoints") or []
     lines = [f"Checkpoints of run {data.get('run_id')}: {len(rows)}"]
     for row in rows:
-        lines.append(f"{_INDENT}step {row.get('step')}  {row.get('size_bytes')} bytes  {row.get('uri')}  "
+        lines.append(f"{_INDENT}step {row.get('step')}  {_size(row.get('size_bytes'))}  {row.get('uri')}  "
                      f"({row.get('checkpoint_id')}, {row.get('created_at')})")
     return lines
 
@@ -215,12 +232,10 @@ def _decision(data: dict[str, Any]) -> list[str]:
         lines += [f"Not decided yet. The review link: {data.get('review_url')}",
                   f"{_INDENT}expires {data.get('expires_at')}"]
     elif status == "declined":
-        lines.append(f"The person declined it on {data.get('decided_at')}; nothing will happen for it.")
+        lines.append(f"Declined at the Itô desk on {data.get('decided_at')}; nothing will happen for it.")
     else:
         lines.append("It expired undecided; nothing happened.")
-    wait = data.get("wait")
-    if isinstance(wait, dict) and wait.get("timed_out"):
-        lines.append("The wait ended before a decision.")
+    lines += _waited(data.get("wait"))
     return lines
 
 

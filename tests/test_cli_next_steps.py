@@ -426,3 +426,21 @@ def test_the_messages_address_the_person() -> None:
         "ITO_TOKEN_FILE (/x) is not owned by the account this command runs as."
     assert person_message("more than the $5.00 the user confirmed; the user's") == \
         "more than the $5.00 you confirmed; your"
+
+
+def test_checkpoint_sizes_and_waits_read_as_a_person_reads_them() -> None:
+    listed = success({"run_id": "run_42", "checkpoints": [
+        {"checkpoint_id": "c1", "step": 1000, "created_at": "2026-12-01T00:00:00Z", "size_bytes": 16060522496,
+         "uri": "s3://b/c1"},
+        {"checkpoint_id": "c2", "step": 2000, "created_at": "2026-12-01T00:00:00Z", "size_bytes": 512,
+         "uri": "s3://b/c2"}]}, notice=notices.NOTICE_READ_ONLY, live_api_contacted=True)
+    shown, nxt = for_cli("checkpoints", {}, listed)
+    human = render_human(shown, "checkpoints", nxt)
+    assert "16.1 GB (16060522496 bytes)" in human and "  512 bytes  " in human
+    waited = success({"run_id": "run_42", "state": "running", "stages": [],
+                      "wait": {"requested_s": 600, "limit_s": 55, "clamped": True, "waited_s": 55, "timed_out": True}},
+                     notice=notices.NOTICE_STILL_RUNNING, live_api_contacted=True)
+    shown, nxt = for_cli("status", {"run_id": "run_42"}, waited)
+    human = render_human(shown, "status", nxt)
+    assert "Waited 55 s of the 600 s asked for." in human
+    assert human.count("The wait ended before") <= 1  # said once, by the notice, not again by the summary
