@@ -135,13 +135,15 @@ async def agent(terminal: Terminal, env: dict[str, str], browser: Browser, booki
         step("check_training_availability", await call("check_training_availability", booking_id=booking),
              "available")
         step("digest_manifest", await call("digest_manifest", manifest_path=str(manifest)), "sha256")
-        submit = {"booking_id": booking, "manifest_path": str(manifest), "idempotency_key": "walkthrough-run-0001"}
-        step("submit_training (not yet confirmed)", await call("submit_training", confirmation_ref="", **submit))
+        submit = {"booking_id": booking, "manifest_path": str(manifest)}
+        step("submit_training (not yet confirmed)", await call("submit_training", confirmation_ref="",
+                                                               idempotency_key="train-not-yet-confirmed", **submit))
         plan = step("plan_training", await call("plan_training", booking_id=booking, manifest_path=str(manifest)),
                     "valid", "failed_checks", "max_cost_usd")
         print(f"{'':<44} {'':<28} estimate ${plan['data']['estimate']['usd']}; review URL "
               f"{plan['data']['confirmation_request']['review_url']}")
         request_id = plan["data"]["confirmation_request"]["request_id"]
+        submit["idempotency_key"] = f"train-{request_id}"  # one key per confirmed request, as the CLI suggests
         step("confirmation_status", await call("confirmation_status", request_id=request_id), "status")
         browser.confirm(request_id)
         confirmed = step("confirmation_status", await call("confirmation_status", request_id=request_id),
@@ -167,7 +169,7 @@ async def agent(terminal: Terminal, env: dict[str, str], browser: Browser, booki
                            "status", "confirmation_ref")
             done[action] = step(f"{action}_training", await call(
                 f"{action}_training", run_id=run_id, confirmation_ref=learned["data"]["confirmation_ref"],
-                idempotency_key=f"walkthrough-{action}-0001"),
+                idempotency_key=f"{action}-{opened['data']['request_id']}"),
                 *(("state",) if action == "cancel" else ("cleaned", "booking_untouched")))
     return bool(created["data"]["created"] and done["cancel"]["ok"] and done["cleanup"]["ok"]
                 and done["cleanup"]["data"]["booking_untouched"])

@@ -276,6 +276,8 @@ def _after_refusal(verb: str, arguments: Mapping[str, Any], envelope: Envelope) 
     run_id = _id(details.get("run_id")) or _id(arguments.get("run_id"))
     if details.get("reason") == "run_active":  # a cleanup (or its request) of a run still going: follow it
         return build("status", ("--run", run_id), _wait())
+    if error.code is ErrorCode.RUN_NOT_CANCELLABLE:  # finished or being cancelled: its state says which
+        return build("status", ("--run", run_id))
     redirected = error.code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("setting") == "ITO_API_URL"
     if verb == "train":
         key = _key(details.get("idempotency_key")) or _key(arguments.get("idempotency_key"))

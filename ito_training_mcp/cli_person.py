@@ -122,7 +122,8 @@ BY_CODE: dict[ErrorCode, str] = {
         "new confirmation.",
     ErrorCode.RUN_NOT_FOUND: "This account has no run with that id: check the run id.",
     ErrorCode.RUN_NOT_CANCELLABLE:
-        "The run has already finished or is being cancelled; 'ito-training status' shows its state.",
+        "The run has already finished or is being cancelled, so there is nothing to cancel; the next command "
+        "shows its state.",
     ErrorCode.BACKEND_UNREACHABLE: "The backend could not be reached, so nothing was sent. Try again later.",
     ErrorCode.BACKEND_TIMEOUT: "The backend did not answer in time. Try again later.",
     ErrorCode.BACKEND_INVALID_RESPONSE:

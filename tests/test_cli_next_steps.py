@@ -444,3 +444,12 @@ def test_checkpoint_sizes_and_waits_read_as_a_person_reads_them() -> None:
     human = render_human(shown, "status", nxt)
     assert "Waited 55 s of the 600 s asked for." in human
     assert human.count("The wait ended before") <= 1  # said once, by the notice, not again by the summary
+
+
+@pytest.mark.parametrize("verb", ["cancel", "request-confirmation"])
+def test_a_run_that_cannot_be_cancelled_points_at_its_state(verb: str) -> None:
+    envelope = refusal(ErrorCode.RUN_NOT_CANCELLABLE, "The run can no longer be cancelled.", live_api_contacted=True,
+                       gate=Gate.CONFIRMATION, details={"status": 409})
+    shown, nxt = for_cli(verb, {"run_id": "run_42", "action": "training.cancel"}, envelope)
+    assert nxt == "ito-training status --run run_42"
+    assert "nothing to cancel" in shown.notice and shown.notice.endswith(f"Next command: {nxt}")
