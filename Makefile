@@ -88,6 +88,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict ito_training_mcp
 
+# What the suite needs besides .venv, each installed on first use: the Inspector and the conformance suite (npm,
+# into the checkout), the wheelhouse (pip download), and Debian's chromium (apt-get, only as root; or
+# ITO_SKIP_BROWSER=1). Network access for pip and npm the first time.
 pytest: $(STAMP) $(INSPECTOR) $(CONFORMANCE_STAMP) $(WHEELHOUSE_STAMP) browser
 	$(PY) -m pytest -q
 

@@ -22,6 +22,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parent.parent
-SUBMIT_KEY = "demo-atlas-8b-support-sft-dpo-0001"
-CANCEL_KEY = "demo-cancel-atlas-8b-support-0001"
-CLEANUP_KEY = "demo-cleanup-atlas-8b-support-0001"
+# The agent's idempotency keys follow the CLI's convention: one per confirmation request, derived from
+# its id (train-<request_id>, cancel-<request_id>, cleanup-<request_id>), so every retry of one intent
+# reuses it and the next intent gets its own. Act 1 never gets as far as a request.
+ACT_ONE_KEY = "train-creq_0000000000000000"
 WIDTH = 100
 
 
@@ -53,9 +55,11 @@ def _compact(data: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def show(step: str, envelope: dict[str, Any], *, keep: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Print one envelope readably; `keep` trims long data to the named fields."""
+async def show(step: str, call: Awaitable[dict[str, Any]], *, keep: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Print the step's header, make the call (its progress lines print under the header), then print the
+    envelope readably; `keep` trims long data to the named fields."""
     print(f"\n--- {step}")
+    envelope = await call
     shown = dict(envelope)
     if isinstance(shown.get("data"), dict):
         shown["data"] = _compact({k: v for k, v in shown["data"].items() if keep is None or k in keep})
@@ -102,12 +106,12 @@ async def act_one(manifest: Path, checks: Checks) -> None:
     async with server({}) as client:
         tools = [t.name for t in (await client.list_tools()).tools]
         print(f"tools offered: {', '.join(tools)}")
-        check = show("check_training_availability", await tool(client, "check_training_availability", {}))
+        check = await show("check_training_availability", tool(client, "check_training_availability", {}))
         checks.expect("act 1 refused", check["error"]["code"] == "TRAINING_UNAVAILABLE")
         checks.expect("act 1 not contacted", check["live_api_contacted"] is False)
-        submit = show("submit_training (refused before any credential or network)", await tool(
+        submit = await show("submit_training (refused before any credential or network)", tool(
             client, "submit_training", {"booking_id": "bk_demo", "manifest_path": str(manifest),
-                                        "confirmation_ref": "cf_demo", "idempotency_key": SUBMIT_KEY}))
+                                        "confirmation_ref": "cnf_5e1d9c0b7a3f2468", "idempotency_key": ACT_ONE_KEY}))
         checks.expect("act 1 submit refused", submit["error"]["code"] == "TRAINING_UNAVAILABLE")
 
 
@@ -125,13 +129,14 @@ class Desk:
         self.browser.sign_in()
         person("opens the link and presses 'Sign in': a session cookie of their own (HttpOnly, SameSite=Strict)")
 
-    def confirm(self, request_id: str, review_url: str, must_show: list[str]) -> str:
+    def confirm(self, request_id: str, review_url: str, must_show: dict[str, str]) -> str:
+        """`must_show`: what the person looks for on the review page (in words), and the text that shows it."""
         from urllib.parse import urlsplit
 
         page = self.browser.get(urlsplit(review_url).path).text
-        missing = [text for text in must_show if text not in page]
-        person(f"opens the review URL and reads what the desk renders from the bytes it holds: "
-               f"{', '.join(must_show)} -- all there" if not missing else f"MISSING on the review page: {missing}")
+        missing = [said for said, text in must_show.items() if text not in page]
+        person("opens the review URL; the desk shows, from the bytes it holds: " + "; ".join(must_show)
+               if not missing else f"MISSING on the review page: {'; '.join(missing)}")
         ref = self.browser.confirm(request_id)
         person(f"presses Confirm; the page shows the confirmation reference {ref}")
         return ref if not missing else ""
@@ -159,27 +164,32 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
         desk = Desk(backend, account)
 
         async with server(env) as client:
-            show("check_training_availability", await tool(client, "check_training_availability", {}),
+            await show("check_training_availability", tool(client, "check_training_availability", {}),
                  keep=("available", "operations"))
-            eligible = show("check_training_availability with the booking", await tool(
+            eligible = await show("check_training_availability with the booking", tool(
                 client, "check_training_availability", {"booking_id": booking_id}), keep=("available", "booking"))
             checks.expect("eligible", eligible["ok"] and eligible["data"]["booking"]["eligible"])
 
-            digest = await tool(client, "digest_manifest", {"manifest_path": str(manifest)})
-            show("digest_manifest (local: nothing sent)", digest, keep=("path", "sha256", "size_bytes"))
+            digest = await show("digest_manifest (local: nothing sent)", tool(
+                client, "digest_manifest", {"manifest_path": str(manifest)}), keep=("path", "sha256", "size_bytes"))
             sha = digest["data"]["sha256"]
+            review = str(digest["data"]["review_text"])
+            print("\nThe review summary the agent shows the person (data.review_text), built from the bytes it hashed:")
+            print(textwrap.indent(review, "    "))
+            checks.expect("review shown", sha in review and "$1200.00" in review)
 
-            plan = show("plan_training: the backend checks the plan, estimates it, opens a confirmation request",
-                        await tool(client, "plan_training", {"booking_id": booking_id,
-                                                             "manifest_path": str(manifest)}),
-                        keep=("plan_id", "valid", "checks", "estimate", "confirmation_request", "max_cost_usd"))
+            plan = await show("plan_training: the backend checks the plan, estimates it, opens a confirmation request",
+                              tool(client, "plan_training", {"booking_id": booking_id, "manifest_path": str(manifest)}),
+                              keep=("plan_id", "valid", "checks", "estimate", "confirmation_request", "max_cost_usd"))
             checks.expect("plan valid", plan["ok"] and plan["data"]["valid"] is True)
             request = plan["data"]["confirmation_request"]
             print(f"\nThe review URL the agent shows the person (it carries no sign-in):\n    {request['review_url']}")
+            submit_key = f"train-{request['request_id']}"
+            print(f"The idempotency key the agent chooses now for the submit, and reuses for every retry: {submit_key}")
 
-            pending = show("confirmation_status before anyone decided", await tool(
+            pending = await show("confirmation_status before anyone decided", tool(
                 client, "confirmation_status", {"request_id": request["request_id"]}),
-                keep=("request_id", "status", "confirmation_ref"))
+                keep=("request_id", "status", "confirmation_ref", "review_url"))
             checks.expect("pending", pending["ok"] and pending["data"]["status"] == "pending")
 
             decided: list[str] = []
@@ -189,23 +199,26 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                 if not decided:  # the agent is waiting; now the person decides
                     decided.append(await anyio.to_thread.run_sync(
                         desk.confirm, request["request_id"], request["review_url"],
-                        [sha, "$1,200.00", "atlas-8b", "decontamination"]))
+                        {"the model (atlas-8b)": "atlas-8b",
+                         "how each data reference was decontaminated": "decontamination",
+                         "at most $1,200.00 for this submission": "$1,200.00",
+                         f"the digest {sha[:12]}…": sha}))
 
-            confirmed = show("confirmation_status, waiting up to 20 s while the person decides", await tool(
+            confirmed = await show("confirmation_status, waiting up to 20 s while the person decides", tool(
                 client, "confirmation_status", {"request_id": request["request_id"], "wait_seconds": 20},
-                progress_callback=progress), keep=("request_id", "status", "confirmation_ref", "max_cost_usd",
-                                                   "manifest_sha256"))
+                progress_callback=progress), keep=("request_id", "action", "booking_id", "status", "confirmation_ref",
+                                                   "max_cost_usd", "manifest_sha256"))
             ref = confirmed["data"]["confirmation_ref"] if confirmed["ok"] else None
             checks.expect("confirmed", ref is not None and decided == [ref])
 
             submit_args = {"booking_id": booking_id, "manifest_path": str(manifest), "confirmation_ref": ref,
-                           "idempotency_key": SUBMIT_KEY}
-            created = show("submit_training with the confirmation", await tool(
+                           "idempotency_key": submit_key}
+            created = await show("submit_training with the confirmation", tool(
                 client, "submit_training", submit_args), keep=("run_id", "state", "created", "booking_id",
                                                                 "manifest_sha256", "idempotency_key"))
             checks.expect("created", created["ok"] and created["data"]["created"] is True)
             run_id = created["data"]["run_id"]
-            again = show("the same submit again (a retry after a lost answer looks exactly like this)", await tool(
+            again = await show("the same submit again (a retry after a lost answer looks exactly like this)", tool(
                 client, "submit_training", submit_args), keep=("run_id", "created"))
             checks.expect("same run", again["ok"] and again["data"]["run_id"] == run_id
                           and again["data"]["created"] is False)
@@ -223,33 +236,36 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                     await anyio.to_thread.run_sync(op.advance, run_id)
                     await anyio.to_thread.run_sync(op.advance, run_id)
 
-            status = show("training_status, waiting up to 2 s", await tool(
+            status = await show("training_status, waiting up to 2 s (progress: the stages passed, plus one half while "
+                               "the next one runs, out of all stages)", tool(
                 client, "training_status", {"run_id": run_id, "wait_seconds": 2}, progress_callback=run_progress),
                 keep=("run_id", "state", "stages", "wait"))
             checks.expect("status", status["ok"] and advanced.is_set())
-            logs = show("training_logs (first page of 4)", await tool(
+            logs = await show("training_logs (the first 4 lines)", tool(
                 client, "training_logs", {"run_id": run_id, "limit": 4}))
             checks.expect("logs", logs["ok"] and len(logs["data"]["lines"]) > 0)
-            checks.expect("metrics", show("training_metrics", await tool(
-                client, "training_metrics", {"run_id": run_id}))["ok"])
-            checks.expect("checkpoints", show("list_checkpoints", await tool(
-                client, "list_checkpoints", {"run_id": run_id}))["ok"])
+            checks.expect("metrics", (await show("training_metrics", tool(
+                client, "training_metrics", {"run_id": run_id})))["ok"])
+            checks.expect("checkpoints", (await show("list_checkpoints", tool(
+                client, "list_checkpoints", {"run_id": run_id})))["ok"])
 
             before = op.get_booking(booking_id)
-            for action, key in (("cancel", CANCEL_KEY), ("cleanup", CLEANUP_KEY)):
-                opened = show(f"request_confirmation for training.{action}", await tool(
+            for action in ("cancel", "cleanup"):
+                opened = await show(f"request_confirmation for training.{action}", tool(
                     client, "request_confirmation", {"action": f"training.{action}", "run_id": run_id}),
                     keep=("request_id", "action", "status", "review_url"))
                 checks.expect(f"{action} requested", opened["ok"])
                 action_ref = desk.confirm(opened["data"]["request_id"], opened["data"]["review_url"],
-                                          [run_id, "is untouched"])
-                learned = show("confirmation_status", await tool(
+                                          {f"the {action} of run {run_id}": run_id,
+                                           "that the booking is untouched": "untouched"})
+                learned = await show("confirmation_status", tool(
                     client, "confirmation_status", {"request_id": opened["data"]["request_id"]}),
-                    keep=("status", "confirmation_ref", "next_tool"))
+                    keep=("request_id", "action", "run_id", "status", "confirmation_ref", "next_tool"))
                 checks.expect(f"{action} confirmed",
                               learned["ok"] and learned["data"]["confirmation_ref"] == action_ref)
-                done = show(f"{action}_training", await tool(client, f"{action}_training", {
-                    "run_id": run_id, "confirmation_ref": learned["data"]["confirmation_ref"], "idempotency_key": key}),
+                done = await show(f"{action}_training", tool(client, f"{action}_training", {
+                    "run_id": run_id, "confirmation_ref": learned["data"]["confirmation_ref"],
+                    "idempotency_key": f"{action}-{opened['data']['request_id']}"}),
                     keep=("run_id", "state", "action", "cleaned", "booking_untouched"))
                 checks.expect(f"{action} done", done["ok"])
                 if action == "cancel":

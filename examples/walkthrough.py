@@ -6,13 +6,20 @@ types, and this script as the MCP client and as the person's browser at the desk
 
 Unlike `make demo` (which starts the reference backend in-process), everything here goes over real
 sockets and pipes, exactly as a harness would run it. Part 1 is the agent's path over MCP; part 2 is
-the same path from a terminal, where each step runs the "Next command" the previous one printed.
+the same path from a terminal, where each step runs the "Next command" the previous one printed --
+twice with the same manifest: two plans, two confirmations, two runs.
+
+Every command is printed as it runs (`$ ito-training ...`), the operator's `ito-training desk ...`
+commands included. The reference backend's runs move only when the operator says so (`desk advance`,
+`desk finish`) or on a timer (`ito-training backend --auto-advance-s SECONDS`); this script advances
+them itself, so what it shows does not depend on timing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -66,9 +73,10 @@ class Terminal:
         self.desk_flags = ["--url", url, "--db", str(workdir / "backend.sqlite3")]
         self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("ITO_")}, **env}
 
-    def desk(self, *argv: str) -> dict[str, Any]:
-        proc = subprocess.run([ITO, "desk", "--json", *argv, *self.desk_flags], capture_output=True, text=True,
-                              timeout=60, env=self.env)
+    def desk(self, *argv: str, why: str = "") -> dict[str, Any]:
+        command = ["desk", "--json", *argv, *self.desk_flags]
+        print(f"$ ito-training {shlex.join(command)}    # operator{': ' + why if why else ''}")
+        proc = subprocess.run([ITO, *command], capture_output=True, text=True, timeout=60, env=self.env)
         result: dict[str, Any] = json.loads(proc.stdout)
         if proc.returncode != 0 or not result["ok"]:
             raise RuntimeError(f"ito-training desk {argv[0]} failed: {proc.stdout} {proc.stderr}")
@@ -76,18 +84,18 @@ class Terminal:
         return data
 
     def run(self, argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+        print(f"$ ito-training {shlex.join([*argv, '--json'])}")
         proc = subprocess.run([ITO, *argv, "--json"], capture_output=True, text=True, timeout=120,
                               env={**self.env, **(env or {})})
         envelope: dict[str, Any] = json.loads(proc.stdout)
-        status = "ok" if envelope["ok"] else f"refused {envelope['error']['code']}"
-        print(f"$ ito-training {' '.join(argv)}\n    -> {status}")
+        print(f"    -> {'ok' if envelope['ok'] else 'refused ' + envelope['error']['code']}")
         return envelope
 
 
 def next_command(envelope: dict[str, Any]) -> list[str]:
     """The command the CLI says to run next (the end of its notice), as argv."""
     line = str(envelope["notice"]).rsplit("Next command: ", 1)[1]
-    argv = line.split()
+    argv = shlex.split(line)
     assert argv[0] == "ito-training", line
     return argv[1:]
 
@@ -105,11 +113,10 @@ class Browser:
     def __init__(self, terminal: Terminal, account: str) -> None:
         from ito_training_mcp.reference_backend.desk.person import Person
 
-        link = terminal.desk("login-link", "--account", account)
-        print(f"{'$ ito-training desk login-link':<44} {'(operator)':<28} a single-use link, expires "
-              f"{link['expires_at']}")
+        link = terminal.desk("login-link", "--account", account, why="a single-use sign-in link for the person")
+        print(f"{'':<44} {'':<28} expires {link['expires_at']}")
         self.person = Person(str(link["url"])).sign_in()
-        print(f"{'[person] signs in at the desk':<44}")
+        print("[person] opens the link and signs in at the desk")
 
     def confirm(self, request_id: str) -> str:
         ref = self.person.confirm(request_id)
@@ -128,13 +135,15 @@ async def agent(terminal: Terminal, env: dict[str, str], browser: Browser, booki
         step("check_training_availability", await call("check_training_availability", booking_id=booking),
              "available")
         step("digest_manifest", await call("digest_manifest", manifest_path=str(manifest)), "sha256")
-        submit = {"booking_id": booking, "manifest_path": str(manifest), "idempotency_key": "walkthrough-run-0001"}
-        step("submit_training (not yet confirmed)", await call("submit_training", confirmation_ref="", **submit))
+        submit = {"booking_id": booking, "manifest_path": str(manifest)}
+        step("submit_training (not yet confirmed)", await call("submit_training", confirmation_ref="",
+                                                               idempotency_key="train-not-yet-confirmed", **submit))
         plan = step("plan_training", await call("plan_training", booking_id=booking, manifest_path=str(manifest)),
                     "valid", "failed_checks", "max_cost_usd")
         print(f"{'':<44} {'':<28} estimate ${plan['data']['estimate']['usd']}; review URL "
               f"{plan['data']['confirmation_request']['review_url']}")
         request_id = plan["data"]["confirmation_request"]["request_id"]
+        submit["idempotency_key"] = f"train-{request_id}"  # one key per confirmed request, as the CLI suggests
         step("confirmation_status", await call("confirmation_status", request_id=request_id), "status")
         browser.confirm(request_id)
         confirmed = step("confirmation_status", await call("confirmation_status", request_id=request_id),
@@ -144,8 +153,8 @@ async def agent(terminal: Terminal, env: dict[str, str], browser: Browser, booki
                        "run_id", "created")
         run_id = created["data"]["run_id"]
         step("submit_training (again)", await call("submit_training", confirmation_ref=ref, **submit), "created")
-        terminal.desk("advance", run_id)
-        terminal.desk("advance", run_id)
+        terminal.desk("advance", run_id, why="the reference run moves one step")
+        terminal.desk("advance", run_id, why="and one more")
         step("training_status", await call("training_status", run_id=run_id), "state")
         step("training_logs", await call("training_logs", run_id=run_id, limit=3), "next_cursor")
         step("training_metrics", await call("training_metrics", run_id=run_id), "step", "cost_usd_to_date")
@@ -160,40 +169,52 @@ async def agent(terminal: Terminal, env: dict[str, str], browser: Browser, booki
                            "status", "confirmation_ref")
             done[action] = step(f"{action}_training", await call(
                 f"{action}_training", run_id=run_id, confirmation_ref=learned["data"]["confirmation_ref"],
-                idempotency_key=f"walkthrough-{action}-0001"),
+                idempotency_key=f"{action}-{opened['data']['request_id']}"),
                 *(("state",) if action == "cancel" else ("cleaned", "booking_untouched")))
     return bool(created["data"]["created"] and done["cancel"]["ok"] and done["cleanup"]["ok"]
                 and done["cleanup"]["data"]["booking_untouched"])
 
 
 def person_at_a_terminal(terminal: Terminal, browser: Browser, booking: str, manifest: Path) -> bool:
-    """The same path typed by a person: each step runs the command the previous one printed."""
+    """The same path typed by a person: each step runs the command the previous one printed. Then the
+    same manifest again, planned and confirmed on purpose: a second run, under a key of its own."""
     print()
-    planned = terminal.run(["plan", "--booking", booking, "--manifest", str(manifest)])
-    request_id = planned["data"]["confirmation_request"]["request_id"]
-    print(f"    review URL: {planned['data']['confirmation_request']['review_url']}")
-    browser.confirm(request_id)
-    confirmed = terminal.run(next_command(planned))  # ito-training confirmation --request ... --wait 55
-    train = next_command(confirmed)  # the exact train command, with the ref and a key for this intent
-    train[train.index("--manifest") + 1] = str(manifest)  # the one value the CLI cannot know: the path
-    created = terminal.run(train)
-    again = terminal.run(train)  # typed twice: still one run
-    terminal.desk("finish", created["data"]["run_id"])
-    followed = terminal.run(next_command(created))  # ito-training status --run ... --wait 55
-    print(f"    run {created['data']['run_id']}: {followed['data']['state']}; created={created['data']['created']}, "
-          f"again: created={again['data']['created']}")
-    return bool(created["ok"] and again["data"]["run_id"] == created["data"]["run_id"]
-                and again["data"]["created"] is False and followed["data"]["state"] == "succeeded")
+    runs = []
+    for attempt in ("first", "second"):
+        print(f"\n  The {attempt} run of this manifest:")
+        planned = terminal.run(["plan", "--booking", booking, "--manifest", str(manifest)])
+        request_id = planned["data"]["confirmation_request"]["request_id"]
+        print(f"    review URL: {planned['data']['confirmation_request']['review_url']}")
+        browser.confirm(request_id)
+        confirmed = terminal.run(next_command(planned))  # confirmation --request ... --wait 55 --manifest ...
+        train = next_command(confirmed)  # the exact train command: the path, the ref, the key of this request
+        created = terminal.run(train)
+        again = terminal.run(train)  # typed twice: still one run
+        print(f"    run {created['data']['run_id']}: created={created['data']['created']}, "
+              f"again: created={again['data']['created']}, key {created['data']['idempotency_key']}")
+        runs.append((created, again))
+    (first, _), (second, _) = runs
+    run_id = second["data"]["run_id"]
+    terminal.desk("finish", run_id, why="the reference run passes every remaining stage")
+    followed = terminal.run(next_command(second))  # ito-training status --run ... --wait 55
+    print(f"    run {run_id}: {followed['data']['state']}")
+    return bool(
+        all(c["ok"] and c["data"]["created"] is True and a["data"]["created"] is False
+            and a["data"]["run_id"] == c["data"]["run_id"] for c, a in runs)
+        and first["data"]["run_id"] != second["data"]["run_id"]
+        and first["data"]["idempotency_key"] != second["data"]["idempotency_key"]
+        and followed["data"]["state"] == "succeeded"
+    )
 
 
 def walk(url: str, workdir: Path) -> bool:
     terminal = Terminal(url, workdir, {})
-    account = terminal.desk("accounts", "create")["account_id"]
+    account = terminal.desk("accounts", "create", why="an account")["account_id"]
     token_file = workdir / "ito-token"
-    terminal.desk("tokens", "mint", "--account", account, "--out", str(token_file))
+    terminal.desk("tokens", "mint", "--account", account, "--out", str(token_file),
+                  why="its API token, into a new 0600 file; never shown")
     booking = terminal.desk("bookings", "create", "--account", account, "--nodes", "2", "--gpus-per-node", "8",
-                            "--fabric", "infiniband")["booking_id"]
-    print(f"{'$ ito-training desk accounts/tokens/bookings':<44} {'(operator)':<28} {account}, {booking}")
+                            "--fabric", "infiniband", why="a completed booking")["booking_id"]
     manifest = workdir / "manifest.json"
     shutil.copyfile(REPO / "examples" / "manifest.json", manifest)
     manifest.chmod(0o600)
@@ -205,7 +226,7 @@ def walk(url: str, workdir: Path) -> bool:
         print("\nPart 2 -- a person at a terminal (ito-training ..., each step the command the last one printed)")
         terminal.env.update(env)
         second = terminal.desk("bookings", "create", "--account", account, "--nodes", "2", "--gpus-per-node", "8",
-                               "--fabric", "infiniband")["booking_id"]
+                               "--fabric", "infiniband", why="another completed booking")["booking_id"]
         by_person = person_at_a_terminal(terminal, browser, second, manifest)
     finally:
         browser.person.close()

@@ -1,14 +1,16 @@
 """`ito-training`: the CLI door over the same core and envelope as the MCP tools.
 
-`--json` prints the envelope the MCP tools return, with its words for a person: the notice and the
-refusal message name CLI verbs and flags instead of tools and arguments, `error.details.argument`
-names the flag, and the notice ends with the next command to run (`cli_next_steps.py`). The exit
-code is 0 iff ok, 1 for a refusal, 2 for a usage error (also printed as an INVALID_INPUT envelope
-that names the flag at fault and never what was typed: a mistyped flag may be followed by a secret;
-`cli_usage.py`). Everything printed passes the egress (`egress.py`): no raw control or bidi
-character reaches the terminal, whatever a manifest or a backend put in a string (`cli_render.py`,
-also the progress bar). Ctrl-C ends with an envelope too (exit 1, never a traceback): for a
-mutation that may have been sent, SUBMISSION_OUTCOME_UNKNOWN; a closed stdout ends quietly.
+`--json` prints the envelope the MCP tools return, with its words for a person: the notice is the
+CLI's own sentence for the person at the terminal (`cli_person.py`; the core's notices are written
+for an agent), the refusal message names CLI verbs and flags instead of tools and arguments,
+`error.details.argument` names the flag, and the notice ends with the next command to run
+(`cli_next_steps.py`). The exit code is 0 iff ok, 1 for a refusal, 2 for a usage error (also
+printed as an INVALID_INPUT envelope that names the flag at fault and never what was typed: a
+mistyped flag may be followed by a secret; `cli_usage.py`). Everything printed passes the egress
+(`egress.py`): no raw control or bidi character reaches the terminal, whatever a manifest or a
+backend put in a string (`cli_render.py`, also the progress bar). Ctrl-C ends with an envelope too
+(exit 1, never a traceback): for a mutation that may have been sent, SUBMISSION_OUTCOME_UNKNOWN; a
+closed stdout ends quietly.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .cli_next_steps import PROG, for_cli
 from .cli_render import ProgressBar, render_human, render_json
 from .cli_usage import Parser, UsageError, from_leftovers
 from .egress import clean_line
-from .envelope import Envelope, ErrorCode, ErrorInfo, Gate, refusal
+from .envelope import Envelope, ErrorCode, ErrorInfo, Gate
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse", "render_human", "render_json", "run"]
 
@@ -84,7 +86,7 @@ COMMANDS: dict[str, Command] = {
     "logs": Command(
         "training_logs",
         lambda a: _present({"run_id": a.run, "cursor": a.cursor, "limit": a.limit}),
-        "One page of a run's log lines; pass --cursor next_cursor for the next page.",
+        "One page of a run's log lines; for the next page, pass the cursor it prints with --cursor.",
     ),
     "metrics": Command("training_metrics", lambda a: {"run_id": a.run}, "A run's metrics."),
     "checkpoints": Command("list_checkpoints", lambda a: {"run_id": a.run}, "A run's checkpoints."),
@@ -96,7 +98,8 @@ COMMANDS: dict[str, Command] = {
     "cleanup": Command(
         "cleanup_training",
         lambda a: {"run_id": a.run, "confirmation_ref": a.confirmation_ref, "idempotency_key": a.idempotency_key},
-        "Clean up a finished run; never touches the booking (own training.cleanup confirmation and key).",
+        "Clean up a finished run, never the booking (needs its own training.cleanup confirmation and idempotency "
+        "key).",
     ),
 }
 
@@ -144,11 +147,13 @@ def build_parser() -> CliParser:
     p.add_argument("--request", metavar="REQUEST_ID", required=True, help="the request id plan or "
                    "request-confirmation printed")
     p.add_argument("--wait", metavar="SECONDS", type=int, help="poll until the person decides, at most this long")
+    p.add_argument("--manifest", metavar="PATH", help="the manifest that was planned: only written into the train "
+                   "command printed once it is confirmed (never read here)")
     p = add("train")
     p.add_argument("--booking", metavar="ID", required=True, help="server-verified booking id")
     p.add_argument("--manifest", metavar="PATH", required=True, help="absolute path of the reviewed manifest")
     p.add_argument("--confirmation-ref", metavar="REF", required=True,
-                   help="opaque reference of the user's out-of-band confirmation")
+                   help="the reference 'ito-training confirmation' printed once the plan was confirmed")
     p.add_argument("--idempotency-key", metavar="KEY", required=True,
                    help="stable key: reuse it for every retry of this run")
     p = add("status")
@@ -165,7 +170,7 @@ def build_parser() -> CliParser:
         p = add(name)
         p.add_argument("--run", metavar="RUN_ID", required=True)
         p.add_argument("--confirmation-ref", metavar="REF", required=True,
-                       help=f"reference of the user's training.{name} confirmation for this run")
+                       help=f"the reference of the training.{name} confirmation for this run")
         p.add_argument("--idempotency-key", metavar="KEY", required=True, help="stable key for this action")
     sub.add_parser("backend", help="Run the reference backend (conformance/demo server; never trains).",
                    add_help=False)
@@ -180,7 +185,7 @@ def _usage_envelope(error: UsageError) -> Envelope:
     forbids retrying with other arguments: for a malformed command line, correcting it is the step."""
     return Envelope(
         ok=False, live_api_contacted=False,
-        notice="Stop: the command line is malformed, so nothing was run or sent. Correct the flag named in the "
+        notice="The command line is malformed, so nothing was run or sent. Correct the flag named in the "
                "message (what was typed is never repeated); 'ito-training COMMAND --help' lists each command's "
                "flags.",
         error=ErrorInfo(code=ErrorCode.INVALID_INPUT, message=error.message, retryable=False, gate=Gate.INPUT,
@@ -203,13 +208,19 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+def _interrupted(message: str, notice: str) -> Envelope:
+    return Envelope(
+        ok=False, live_api_contacted=False, notice=notice,
+        error=ErrorInfo(code=ErrorCode.BACKEND_TIMEOUT, message=message, retryable=True, gate=None,
+                        details={"interrupted": True}),
+    )
+
+
 def interrupted_envelope() -> Envelope:
     """Ctrl-C outside a tool call (while starting or printing): nothing was sent."""
-    return refusal(
-        ErrorCode.BACKEND_TIMEOUT, "Interrupted before the call started. Nothing was sent.",
-        live_api_contacted=False, gate=None, details={"interrupted": True},
-        next_step="Tell the user the command was interrupted; nothing changed. Run it again when asked to.",
-    )
+    return _interrupted("Interrupted before the call started. Nothing was sent.",
+                        "The command was interrupted before anything was sent; nothing changed. Run it again when "
+                        "you want to.")
 
 
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
@@ -243,13 +254,15 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     verb = args.command
     command = COMMANDS[verb]
     arguments = command.build(args)
+    # What the printed next command may carry beyond the tool's arguments: `confirmation --manifest`.
+    context = {**arguments, "manifest_path": args.manifest} if verb == "confirmation" and args.manifest else arguments
     bar = ProgressBar(stderr) if stderr.isatty() else None
     try:
         envelope = _dispatch(command.tool, arguments, bar)
     finally:
         if bar is not None:
             bar.finish()
-    shown, next_command = for_cli(verb, arguments, envelope)
+    shown, next_command = for_cli(verb, context, envelope)
     print(render_json(shown) if args.json else render_human(shown, verb, next_command), file=stdout)
     return EXIT_OK if envelope.ok else EXIT_REFUSED
 
@@ -282,11 +295,9 @@ def _interrupted_text(argv: Sequence[str], want_json: bool) -> str:
             return json.dumps({"ok": False, "error": {"code": "interrupted", "message": message}}, indent=2)
         return message
     if "skill" in list(argv[:2]):
-        envelope = refusal(
-            ErrorCode.BACKEND_TIMEOUT, "Interrupted while installing the skill; some files may have been written.",
-            live_api_contacted=False, gate=None, details={"interrupted": True},
-            next_step="Run 'ito-training skill install' again: identical files are left as they are.",
-        )
+        envelope = _interrupted("Interrupted while installing the skill; some files may have been written.",
+                                "Run the same 'ito-training skill install' command again: files that are already "
+                                "identical are left as they are.")
         return render_json(envelope) if want_json else render_human(envelope)
     envelope = interrupted_envelope()
     return render_json(envelope) if want_json else render_human(envelope)

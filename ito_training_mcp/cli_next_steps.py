@@ -1,17 +1,22 @@
 """Next steps for a person at a terminal: CLI verbs and flags, not MCP tools and arguments.
 
-The core writes its notices for agents ("call training_status with the same idempotency_key").
-The CLI door rewrites every notice and refusal message it prints through ONE mapping -- tool to
-verb (`VERBS`), argument to flag (`FLAGS`) -- and turns references into the envelope (`data.x`,
-`error.details.y`) into words. tests/test_cli_next_steps.py renders every code's next step and
-every success notice through the CLI and asserts that no tool name and no snake_case argument
-name survives, so a notice added to the core with a new phrasing fails that test until it is
-covered here.
+Two parts. The words: the core writes its notices for agents ("Tell the user ...", "call
+training_status with the same idempotency_key"); the notice the CLI prints is its own, written for
+the person (`cli_person.py`). What the CLI does keep from the core -- the refusal message, a
+description rather than an instruction -- passes ONE mapping, tool to verb (`VERBS`) and argument
+to flag (`FLAGS`), with references into the envelope (`data.x`, `error.details.y`) turned into
+words (`translate`). tests/test_cli_next_steps.py renders every code and every notice of the core
+through the CLI and fails on any tool name, snake_case argument or agent-addressed phrase left.
 
-On top of the words, `next_command` builds the one command to run next from what the call
-returned (the run id, the key, the request id), so the person can copy it. A value is only put
-in a command when it is an identifier of the documented shape that the egress left unchanged;
-otherwise the flag's placeholder (RUN_ID, KEY, ...) stands in.
+The command: `next_command` builds the one command to run next from what the call returned (the
+run id, the request id, the key), so the person can copy it. A value is only put in a command when
+it is an identifier of the documented shape that the egress left unchanged, or a path that is
+shell-quoted; otherwise the flag's placeholder (RUN_ID, KEY, PATH ...) stands in.
+
+Suggested idempotency keys are derived from the confirmation REQUEST: one intent is one request
+(a plan, or a cancel or cleanup request), so `train-<request_id>`, `cancel-<request_id>`,
+`cleanup-<request_id>` is the same for every retry of that intent and different for the next one.
+A second, deliberately confirmed run of the same manifest therefore gets a key of its own.
 """
 
 from __future__ import annotations
@@ -162,17 +167,12 @@ def build(verb: str, *pairs: tuple[str, str | None]) -> str:
     return " ".join(parts)
 
 
-def train_key(booking_id: str | None, sha256: object) -> str | None:
-    """A key for the submit of this manifest on this booking: the same intent always gets the same
-    key, so running the printed command twice (or after a lost answer) can never create two runs."""
-    if booking_id is None or not isinstance(sha256, str) or not re.fullmatch(r"[0-9a-f]{64}", sha256):
-        return None
-    return _key(f"train-{booking_id}-{sha256[:16]}")
-
-
-def action_key(action: str, run_id: str | None) -> str | None:
-    """The key for cancelling (or cleaning up) this run: one intent, one key."""
-    return None if run_id is None else _key(f"{action}-{run_id}".ljust(16, "-"))
+def request_key(action: str, request_id: object) -> str | None:
+    """The key for the mutation a confirmation request authorises (`train`, `cancel`, `cleanup`):
+    derived from the request, so every retry of that intent reuses it and the next intent (a new
+    plan, a new request) gets another. Padded to the 16 characters a key needs at least."""
+    request = _id(request_id)
+    return None if request is None else _key(f"{action}-{request}".ljust(16, "-"))
 
 
 def _wait() -> tuple[str, str]:
@@ -180,7 +180,10 @@ def _wait() -> tuple[str, str]:
 
 
 def next_command(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> str | None:
-    """The one command a person runs next, or None when there is nothing to run."""
+    """The one command a person runs next, or None when there is nothing to run.
+
+    `arguments` are the tool's arguments plus what the command line carried for the next step only
+    (`confirmation --manifest`, which completes the printed train command and is never read)."""
     data = envelope.data or {}
     if envelope.error is not None:
         return _after_refusal(verb, arguments, envelope)
@@ -189,16 +192,19 @@ def next_command(verb: str, arguments: Mapping[str, Any], envelope: Envelope) ->
         booking = data.get("booking")
         if not isinstance(booking, dict):
             return build("check", ("--booking", None))
-        return build("digest", ("--manifest", None)) if booking.get("eligible") else None
+        if not booking.get("eligible"):
+            return None
+        return build("plan", ("--booking", _id(booking.get("booking_id")) or _id(arguments.get("booking_id"))),
+                     ("--manifest", None))
     if verb == "digest":
         return build("plan", ("--booking", None), ("--manifest", _path(data.get("path"))))
     if verb == "plan":
         opened = data.get("confirmation_request")
         if data.get("valid") and isinstance(opened, dict):
-            return build("confirmation", ("--request", _id(opened.get("request_id"))), _wait())
+            return _confirmation(_id(opened.get("request_id")), _path(arguments.get("manifest_path")))
         return None  # the person changes the manifest (or the booking) first
     if verb == "request-confirmation":
-        return build("confirmation", ("--request", _id(data.get("request_id"))), _wait())
+        return _confirmation(_id(data.get("request_id")), None)
     if verb == "confirmation":
         return _after_decision(data, arguments)
     if verb == "train":
@@ -210,33 +216,48 @@ def next_command(verb: str, arguments: Mapping[str, Any], envelope: Envelope) ->
             return build("logs", ("--run", run_id))
         return build("status", ("--run", run_id), _wait())
     if verb == "logs":
-        cursor = data.get("next_cursor")
-        if isinstance(cursor, str) and _CURSOR.fullmatch(cursor) and clean_line(cursor) == cursor:
+        cursor = _cursor(data.get("next_cursor"))
+        if cursor is not None:
             return build("logs", ("--run", run_id), ("--cursor", cursor))
-        return None
+        # The end for now: the same page again later shows lines added since (the core's advice).
+        same = _cursor(arguments.get("cursor"))
+        return build("logs", ("--run", run_id), *((("--cursor", same),) if same is not None else ()))
     if verb == "cancel":
         return build("request-confirmation", ("--action", "cleanup"), ("--run", run_id))
     return None
 
 
+def _cursor(value: object) -> str | None:
+    if isinstance(value, str) and _CURSOR.fullmatch(value) and clean_line(value) == value:
+        return value
+    return None
+
+
+def _confirmation(request_id: str | None, manifest: str | None) -> str:
+    """`confirmation --request R --wait 55`, with `--manifest PATH` when the path is known: it is
+    carried only to fill in the train command printed once the person confirmed."""
+    extra = (("--manifest", manifest),) if manifest is not None else ()
+    return build("confirmation", ("--request", request_id), _wait(), *extra)
+
+
 def _after_decision(data: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
     """After `confirmation`: the mutation once confirmed, waiting again while pending."""
     status, action = data.get("status"), data.get("action")
+    request_id = _id(data.get("request_id")) or _id(arguments.get("request_id"))
+    manifest = _path(arguments.get("manifest_path"))
     if status == "pending":
-        return build("confirmation", ("--request", _id(data.get("request_id")) or _id(arguments.get("request_id"))),
-                     _wait())
+        return _confirmation(request_id, manifest if action == "training.create" else None)
     if status != "confirmed":
         return None  # declined: stop; expired: only if the person still wants it, plan or request again
     ref = _id(data.get("confirmation_ref"))
     run_id = _id(data.get("run_id"))
     if action == "training.create":
-        booking = _id(data.get("booking_id"))
-        return build("train", ("--booking", booking), ("--manifest", None), ("--confirmation-ref", ref),
-                     ("--idempotency-key", train_key(booking, data.get("manifest_sha256"))))
+        return build("train", ("--booking", _id(data.get("booking_id"))), ("--manifest", manifest),
+                     ("--confirmation-ref", ref), ("--idempotency-key", request_key("train", request_id)))
     if action in ("training.cancel", "training.cleanup"):
         verb = str(action).removeprefix("training.")
         return build(verb, ("--run", run_id), ("--confirmation-ref", ref),
-                     ("--idempotency-key", action_key(verb, run_id)))
+                     ("--idempotency-key", request_key(verb, request_id)))
     return None
 
 
@@ -253,21 +274,24 @@ def _after_refusal(verb: str, arguments: Mapping[str, Any], envelope: Envelope) 
         return None  # nothing typed is repeated: the person fixes the flag named in the message
     details = error.details or {}
     run_id = _id(details.get("run_id")) or _id(arguments.get("run_id"))
+    if details.get("reason") == "run_active":  # a cleanup (or its request) of a run still going: follow it
+        return build("status", ("--run", run_id), _wait())
+    if error.code is ErrorCode.RUN_NOT_CANCELLABLE:  # finished or being cancelled: its state says which
+        return build("status", ("--run", run_id))
+    redirected = error.code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("setting") == "ITO_API_URL"
     if verb == "train":
         key = _key(details.get("idempotency_key")) or _key(arguments.get("idempotency_key"))
-        if error.code in _LOOK_UP_BY_KEY or (error.code is ErrorCode.BACKEND_ERROR and error.retryable):
+        if error.code in _LOOK_UP_BY_KEY or (error.code is ErrorCode.BACKEND_ERROR and error.retryable) or redirected:
             return build("status", ("--idempotency-key", key))
         if error.code in _CONFIRM_AGAIN:
             return build("plan", ("--booking", _id(arguments.get("booking_id"))),
                          ("--manifest", _path(arguments.get("manifest_path"))))
         return None
     if verb in ("cancel", "cleanup"):
-        if error.code in _LOOK_UP_BY_KEY | {ErrorCode.BACKEND_ERROR}:
+        if error.code in _LOOK_UP_BY_KEY | {ErrorCode.BACKEND_ERROR} or redirected:
             return build("status", ("--run", run_id))
         if error.code in _CONFIRM_AGAIN:
             return build("request-confirmation", ("--action", verb), ("--run", run_id))
-        if verb == "cleanup" and details.get("reason") == "run_active":
-            return build("status", ("--run", run_id), _wait())
     return None
 
 
@@ -283,14 +307,17 @@ def details_for_cli(details: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def for_cli(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> tuple[Envelope, str | None]:
-    """The envelope as the CLI prints it (notice and message reworded, the flag named), and the
-    next command. The JSON form carries the command at the end of its notice."""
+    """The envelope as the CLI prints it (the notice in the person's words, the message through the
+    mapping, the flag named), and the next command. The JSON form carries the command at the end
+    of its notice."""
+    from .cli_person import person_message, person_notice
+
     nxt = next_command(verb, arguments, envelope)
-    notice = translate(envelope.notice)
+    notice = person_notice(verb, arguments, envelope, nxt)
     if nxt is not None:
         notice = f"{notice} Next command: {nxt}"
     update: dict[str, Any] = {"notice": notice}
     if envelope.error is not None:
         update["error"] = envelope.error.model_copy(update={
-            "message": translate(envelope.error.message), "details": details_for_cli(envelope.error.details)})
+            "message": person_message(envelope.error.message), "details": details_for_cli(envelope.error.details)})
     return envelope.model_copy(update=update), nxt

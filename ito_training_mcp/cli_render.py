@@ -95,6 +95,9 @@ def _run(data: dict[str, Any]) -> list[str]:
     lines = [f"Run {data.get('run_id')}: {data.get('state') or data.get('action', '') + ' done'}"]
     if "created" in data:
         lines[0] += " (created now)" if data["created"] else " (already existed: nothing new was created)"
+        if data["created"] is False and not data.get("recovered_after_ambiguous_response"):
+            lines.append("Nothing new started: a run already existed for this idempotency key, and the confirmation "
+                         "reference given to this command was NOT used.")
     for key in ("booking_id", "manifest_sha256", "idempotency_key", "submit_idempotency_key", "updated_at"):
         if data.get(key) is not None:
             lines.append(f"{_INDENT}{words(key)}: {data[key]}")
@@ -103,9 +106,7 @@ def _run(data: dict[str, Any]) -> list[str]:
         lines.extend(_stages(data["stages"]))
     if data.get("failed_gates"):
         lines.append(f"Failed gates: {', '.join(data['failed_gates'])}")
-    wait = data.get("wait")
-    if isinstance(wait, dict) and wait.get("timed_out"):
-        lines.append("The wait ended before the run finished.")
+    lines += _waited(data.get("wait"))
     if data.get("cleaned") is not None:
         lines.append(f"Cleaned up: {', '.join(data['cleaned']) or '(nothing)'}")
     if "booking_untouched" in data:
@@ -122,11 +123,50 @@ def _logs(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+_METRICS: dict[str, tuple[str, str, str]] = {  # key: (label, before the value, after it)
+    "step": ("Step", "", ""),
+    "loss": ("Loss", "", ""),
+    "goodput": ("Goodput", "", ""),
+    "interruption_rate": ("Interruption rate", "", ""),
+    "checkpoint_bandwidth_gbps": ("Checkpoint bandwidth", "", " Gbit/s"),
+    "cost_usd_to_date": ("Cost to date", "$", ""),
+}
+
+
+def _metrics(data: dict[str, Any]) -> list[str]:
+    rows = [(label, f"{before}{_scalar(data[key])}{after}" if data.get(key) is not None else "-")
+            for key, (label, before, after) in _METRICS.items() if key in data]
+    rows += [(words(key).capitalize(), _scalar(value)) for key, value in data.items()
+             if key not in _METRICS and key != "run_id" and not isinstance(value, dict | list)]
+    width = max((len(label) for label, _ in rows), default=0)
+    return [f"Metrics of run {data.get('run_id')}:", *(f"{_INDENT}{label + ':':<{width + 1}} {value}"
+                                                       for label, value in rows)]
+
+
+def _size(value: object) -> str:
+    """A byte count as people read it (decimal units), the exact count beside it."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return "size unknown"
+    if value < 1000:
+        return f"{value} bytes"
+    scaled, units = float(value) / 1000, ["kB", "MB", "GB", "TB", "PB"]
+    while scaled >= 1000 and len(units) > 1:
+        scaled, units = scaled / 1000, units[1:]
+    return f"{scaled:.1f} {units[0]} ({value} bytes)"
+
+
+def _waited(wait: object) -> list[str]:
+    """How long a --wait waited, when it ended before the change it waited for (the notice says what next)."""
+    if isinstance(wait, dict) and wait.get("timed_out"):
+        return [f"Waited {_scalar(wait.get('waited_s'))} s of the {_scalar(wait.get('requested_s'))} s asked for."]
+    return []
+
+
 def _checkpoints(data: dict[str, Any]) -> list[str]:
     rows = data.get("checkpoints") or []
     lines = [f"Checkpoints of run {data.get('run_id')}: {len(rows)}"]
     for row in rows:
-        lines.append(f"{_INDENT}step {row.get('step')}  {row.get('size_bytes')} bytes  {row.get('uri')}  "
+        lines.append(f"{_INDENT}step {row.get('step')}  {_size(row.get('size_bytes'))}  {row.get('uri')}  "
                      f"({row.get('checkpoint_id')}, {row.get('created_at')})")
     return lines
 
@@ -209,18 +249,17 @@ def _decision(data: dict[str, Any]) -> list[str]:
         lines += [f"Not decided yet. The review link: {data.get('review_url')}",
                   f"{_INDENT}expires {data.get('expires_at')}"]
     elif status == "declined":
-        lines.append(f"The person declined it on {data.get('decided_at')}; nothing will happen for it.")
+        lines.append(f"Declined at the Itô desk on {data.get('decided_at')}; nothing will happen for it.")
     else:
         lines.append("It expired undecided; nothing happened.")
-    wait = data.get("wait")
-    if isinstance(wait, dict) and wait.get("timed_out"):
-        lines.append("The wait ended before a decision.")
+    lines += _waited(data.get("wait"))
     return lines
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "check": _check, "digest": _digest, "plan": _plan, "request-confirmation": _opened, "confirmation": _decision,
     "train": _run, "status": _run, "cancel": _run, "cleanup": _run, "logs": _logs, "checkpoints": _checkpoints,
+    "metrics": _metrics,
 }
 
 

@@ -13,14 +13,23 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
 
+# Not 8765: that is the reference backend's default (`ito-training backend`), and the two often run side by side.
+DEFAULT_PORT = 8766
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ito-training-mcp",
         description="Fail-closed MCP server for ML training on Itô GPU bookings.",
     )
-    parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
-    parser.add_argument("--host", default="127.0.0.1", help="streamable-http only; loopback by default")
-    parser.add_argument("--port", type=int, default=8765, help="streamable-http only")
+    parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
+                        help="stdio (default) or streamable-http")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="streamable-http only: the address to serve on (default 127.0.0.1; loopback only unless "
+                             "--allow-non-loopback)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"streamable-http only: the port (default {DEFAULT_PORT}; the endpoint is "
+                             f"http://HOST:PORT/mcp)")
     parser.add_argument("--allow-non-loopback", action="store_true",
                         help="serve streamable-http on a non-loopback address (it has no authentication)")
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default), ERROR")

@@ -2,10 +2,17 @@
 
     ito-training skill install [--dir DIR] [--force] [--json]
 
-The default directory is ~/.claude/skills/ito-training/ (Claude Code's personal skills). The
-files come from the skill this package ships (SKILL.md and references/*.md). An existing file
-with the same bytes is left alone; a different one is replaced only with --force. Nothing is
-written unless every file can be: the whole plan is checked first.
+The default directory is ~/.claude/skills/ito-training/ (Claude Code's personal skills). `--dir`
+names the skill's own directory, and its last component must be `ito-training`, the skill's name:
+harnesses load a skill from a directory named after it, and pointing --dir at a skills root would
+drop SKILL.md beside the other skills. Any other name is a usage error that suggests
+`DIR/ito-training` (nothing is appended silently). The files come from the skill this package
+ships (SKILL.md and references/*.md). An existing file with the same bytes is left alone; a
+different one is replaced only with --force. Nothing is written unless every file can be: the
+whole plan is checked first.
+
+Everything printed, human or --json, passes the egress (`egress.py`): the directory shown has its
+control and bidi characters made visible and anything shaped like a credential redacted.
 
 Written safely: the skill directory, references/ and every file are opened relative to their
 parent without following symlinks (a symlink there is refused, --force or not), new directories
@@ -28,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from .envelope import Envelope, ErrorCode, Gate, refusal, success
+from .envelope import Envelope, ErrorCode, ErrorInfo, Gate, success
 from .skill_data import SKILL_NAME, Skill, load_skill
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
@@ -66,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
                              help="Write SKILL.md and references/ for harnesses that load skills from disk.",
                              description="Write SKILL.md and references/ for harnesses that load skills from disk.")
     install.add_argument("--dir", metavar="DIR",
-                         help=f"the skill directory to write (default ~/.claude/skills/{SKILL_NAME})")
+                         help=f"the skill's own directory, named {SKILL_NAME} (default ~/.claude/skills/{SKILL_NAME}); "
+                              f"for a skills root R give R/{SKILL_NAME}")
     install.add_argument("--force", action="store_true", help="replace files that differ from this version")
     install.add_argument("--json", action="store_true", help="print the result envelope as JSON")
     return parser
@@ -200,16 +208,37 @@ def install(target: Path, *, force: bool) -> tuple[Skill, list[Planned]]:
             os.close(fd)
 
 
-def _refused_envelope(problem: str, message: str, files: list[str], next_step: str) -> Envelope:
+def _refused_envelope(problem: str, message: str, files: list[str], notice: str) -> Envelope:
     details: dict[str, object] = {"argument": "--dir", "problem": problem}
     if files:
         details["files"] = files
-    return refusal(ErrorCode.INVALID_INPUT, message, live_api_contacted=False, gate=Gate.INPUT, details=details,
-                   next_step=next_step)
+    return Envelope(ok=False, live_api_contacted=False, notice=notice,
+                    error=ErrorInfo(code=ErrorCode.INVALID_INPUT, message=message, retryable=False, gate=Gate.INPUT,
+                                    details=details))
+
+
+def _target(directory: str | None) -> Path:
+    """The skill directory: the default, or --dir, whose last component must be the skill's name."""
+    from .cli import UsageError
+
+    if directory is None:
+        return default_dir()
+    target = Path(directory).expanduser()
+    if target.name != SKILL_NAME:
+        raise UsageError(
+            f"ito-training skill install: --dir must name the skill's own directory, whose last component is "
+            f"'{SKILL_NAME}' (harnesses load a skill from a directory named after it); for a skills directory "
+            f"DIR, give --dir DIR/{SKILL_NAME}.", argument="--dir", reason="name")
+    return target
 
 
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     from .cli import UsageError
+    from .cli_render import render_json
+    from .egress import clean_line
+
+    def say(line: str, to: TextIO = stdout) -> None:
+        print(clean_line(line), file=to)
 
     want_json = "--json" in argv
     try:
@@ -217,28 +246,33 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         if args.action is None:
             raise UsageError("ito-training skill: an action is required; see 'ito-training skill --help'.",
                              argument="action")
+        target = _target(args.dir)
     except UsageError as exc:
         if want_json:
-            envelope = refusal(ErrorCode.INVALID_INPUT, exc.message, live_api_contacted=False, gate=Gate.INPUT,
-                               details={"argument": exc.argument, "problem": "usage"})
-            print(envelope.to_json(indent=2), file=stdout)
+            envelope = Envelope(
+                ok=False, live_api_contacted=False,
+                notice="The command line is malformed, so nothing was written. Correct the flag named in the "
+                       "message; 'ito-training skill install --help' lists the flags.",
+                error=ErrorInfo(code=ErrorCode.INVALID_INPUT, message=exc.message, retryable=False, gate=Gate.INPUT,
+                                details={"argument": exc.argument, "problem": "usage", "reason": exc.reason}))
+            print(render_json(envelope), file=stdout)
         else:
-            print(exc.message, file=stderr)
+            say(exc.message, stderr)
         return EXIT_USAGE
 
-    target = Path(args.dir).expanduser() if args.dir is not None else default_dir()
     try:
         skill, planned = install(target, force=args.force)
     except Refused as exc:
         envelope = _refused_envelope(exc.problem, exc.message, exc.files, (
-            "Tell the user which files differ (error.details.files); they choose --force to replace them with "
-            "this version, or another --dir." if exc.problem == "exists_different" else
-            "Tell the user the skill directory is not a plain directory of regular files; they choose another --dir."
+            "The files listed differ from this version of the skill; nothing was written. Pass --force to replace "
+            "them with this version, or choose another --dir." if exc.problem == "exists_different" else
+            "The skill directory, references/ or one of the files is a symlink or not a plain directory or regular "
+            "file; nothing was written. Choose another --dir."
         ))
     except OSError as exc:
         reason = errno.errorcode.get(exc.errno or 0, "OSError")
         envelope = _refused_envelope("os_error", f"The skill could not be written ({reason}).", [],
-                                     "Tell the user; they fix the directory's permissions or choose another --dir.")
+                                     "Fix the directory's permissions, or choose another --dir.")
     else:
         counts = {status: sum(1 for p in planned if p.status == status) for status in ("written", "replaced",
                                                                                         "unchanged")}
@@ -250,14 +284,14 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
             live_api_contacted=False,
         )
     if args.json:
-        print(envelope.to_json(indent=2), file=stdout)
+        print(render_json(envelope), file=stdout)
     elif envelope.error is not None:
-        print(f"REFUSED {envelope.error.code.value}: {envelope.error.message}", file=stdout)
+        say(f"REFUSED {envelope.error.code.value}: {envelope.error.message}")
         for name in (envelope.error.details or {}).get("files", []):
-            print(f"  {name}", file=stdout)
-        print(f"Next: {envelope.notice}", file=stdout)
+            say(f"  {name}")
+        say(f"Next: {envelope.notice}")
     else:
         data = envelope.data or {}
-        print(f"Installed the ito-training skill in {data['dir']}: {data['written']} written, "
-              f"{data['replaced']} replaced, {data['unchanged']} unchanged.", file=stdout)
+        say(f"Installed the ito-training skill in {data['dir']}: {data['written']} written, "
+            f"{data['replaced']} replaced, {data['unchanged']} unchanged.")
     return EXIT_OK if envelope.ok else EXIT_REFUSED

@@ -1,11 +1,13 @@
-"""The CLI speaks to a person: next steps name CLI verbs and flags, never MCP tools and arguments.
+"""The CLI speaks to a person: next steps name CLI verbs and flags, never MCP tools and arguments,
+and address the person, never an agent.
 
-The core writes notices for agents. The CLI rewrites them through one mapping (tool -> verb,
-argument -> flag, `data.x` -> words). These tests render, through the CLI's own renderers (human
-and `--json`), every code's next step in the registry, every success notice in
-`service/notices.py`, the core's situation-specific next steps and every gate-0 refusal message,
-and assert that no tool name and no snake_case argument name survives. A notice added to the core
-in a new phrasing fails here until the CLI covers it.
+The core writes notices for agents. The CLI prints its own sentence for the person (cli_person.py)
+and passes the refusal message through one mapping (tool -> verb, argument -> flag, `data.x` ->
+words). These tests render, through the CLI's own renderers (human and `--json`), every code's next
+step in the registry, every success notice in `service/notices.py`, the core's situation-specific
+next steps and every gate-0 refusal message, and assert that no tool name, no snake_case argument
+name and no agent-addressed phrase ("the user", "hand control back", "data.") survives. A notice
+added to the core in a new phrasing fails here until the CLI has words for it.
 """
 
 from __future__ import annotations
@@ -37,9 +39,27 @@ VERB_OF = {spec.name: VERBS[spec.name] for spec in ALL_TOOLS}
 SAMPLE_DATA: dict[str, Any] = {"run_id": "run_1", "state": "running", "stages": []}
 
 
+# Words for an agent, not for the person at the terminal (who is "the user"), and a known garble.
+AGENT_PHRASES = re.compile(
+    r"\bthe user\b|\bhand(?:s|ing)? control back\b|\breturn control\b|\bcalling agent\b|\btell them\b|"
+    r"\bask them\b|\bshow them\b|\bfor them\b|\bdrive the desk\b|"
+    r"(?<![\w.])(?:data|error)\.[a-z_]|\bthe same run it\b|\bcall (?:again|it)\b|\bwhen asked to\b",
+    re.IGNORECASE,
+)
+
+
 def leftovers(text: str) -> list[str]:
-    """Tool names and snake_case argument names still in `text` (dashed flags and quoted verbs are fine)."""
-    return FORBIDDEN.findall(text)
+    """Tool names, snake_case argument names and agent-addressed phrases still in `text` (dashed flags
+    and quoted verbs are fine)."""
+    return FORBIDDEN.findall(text) + AGENT_PHRASES.findall(text)
+
+
+def test_the_phrase_check_can_fail() -> None:
+    for agent in ("Tell the user the run failed.", "Hand control back.", "Show the user data.review_text.",
+                  "see error.details.files", "Make the same run it again when asked to.",
+                  "You cannot confirm for them and must not open or drive the desk yourself."):
+        assert leftovers(agent), agent
+    assert leftovers("Run 'ito-training status' with --run set to the result's run id.") == []
 
 
 def cli_outputs(verb: str, envelope: Envelope, arguments: dict[str, Any] | None = None) -> list[str]:
@@ -224,8 +244,17 @@ def _submitted(created: bool = True) -> Envelope:
     ("logs", {"run_id": "run_42"}, success({"run_id": "run_42", "next_cursor": "log-7", "lines": []}, notice="n",
                                            live_api_contacted=True),
      "ito-training logs --run run_42 --cursor log-7"),
+    # The end of the log for now: the same page again later (with the cursor it was read from, if any).
     ("logs", {"run_id": "run_42"}, success({"run_id": "run_42", "next_cursor": None, "lines": []}, notice="n",
-                                           live_api_contacted=True), None),
+                                           live_api_contacted=True), "ito-training logs --run run_42"),
+    ("logs", {"run_id": "run_42", "cursor": "log-9"}, success({"run_id": "run_42", "next_cursor": None, "lines": []},
+                                                             notice="n", live_api_contacted=True),
+     "ito-training logs --run run_42 --cursor log-9"),
+    ("check", {"booking_id": "bk-1"}, success({"booking": {"booking_id": "bk-1", "eligible": True}}, notice="n",
+                                              live_api_contacted=True),
+     "ito-training plan --booking bk-1 --manifest PATH"),
+    ("check", {}, success({"booking": None}, notice="n", live_api_contacted=True),
+     "ito-training check --booking BOOKING_ID"),
     ("train", {"idempotency_key": "key-of-the-first-try"},
      refusal(ErrorCode.SUBMISSION_OUTCOME_UNKNOWN, "m", live_api_contacted=True, gate=Gate.CREATE),
      "ito-training status --idempotency-key key-of-the-first-try"),
@@ -236,20 +265,39 @@ def _submitted(created: bool = True) -> Envelope:
      "ito-training plan --booking BOOKING_ID --manifest '/tmp/a b/m.json'"),
     ("plan", {}, success({"valid": True, "confirmation_request": {"request_id": "creq_9"}}, notice="n",
                          live_api_contacted=True), "ito-training confirmation --request creq_9 --wait 55"),
+    ("plan", {"manifest_path": "/tmp/a b/m.json"},
+     success({"valid": True, "confirmation_request": {"request_id": "creq_9"}}, notice="n", live_api_contacted=True),
+     "ito-training confirmation --request creq_9 --wait 55 --manifest '/tmp/a b/m.json'"),
     ("plan", {}, success({"valid": False, "confirmation_request": None}, notice="n", live_api_contacted=True), None),
     ("request-confirmation", {}, success({"request_id": "creq_8"}, notice="n", live_api_contacted=True),
      "ito-training confirmation --request creq_8 --wait 55"),
     ("confirmation", {"request_id": "creq_7"}, success({"status": "pending", "request_id": "creq_7"}, notice="n",
                                                        live_api_contacted=True),
      "ito-training confirmation --request creq_7 --wait 55"),
+    ("confirmation", {"request_id": "creq_7", "manifest_path": "/tmp/a b/m.json"},
+     success({"status": "pending", "request_id": "creq_7", "action": "training.create"}, notice="n",
+             live_api_contacted=True),
+     "ito-training confirmation --request creq_7 --wait 55 --manifest '/tmp/a b/m.json'"),
+    # Keys come from the request: one intent, one request, one key (never from the booking and digest,
+    # which a second, deliberately confirmed run of the same manifest shares with the first).
     ("confirmation", {}, success({"status": "confirmed", "action": "training.create", "confirmation_ref": "cnf_1",
-                                  "booking_id": "bk-1", "manifest_sha256": "ab" * 32}, notice="n",
-                                 live_api_contacted=True),
+                                  "request_id": "creq_0123456789abcdef", "booking_id": "bk-1",
+                                  "manifest_sha256": "ab" * 32}, notice="n", live_api_contacted=True),
      "ito-training train --booking bk-1 --manifest PATH --confirmation-ref cnf_1 --idempotency-key "
-     "train-bk-1-abababababababab"),
+     "train-creq_0123456789abcdef"),
+    ("confirmation", {"manifest_path": "/srv/m.json"},
+     success({"status": "confirmed", "action": "training.create", "confirmation_ref": "cnf_1",
+              "request_id": "creq_0123456789abcdef", "booking_id": "bk-1", "manifest_sha256": "ab" * 32},
+             notice="n", live_api_contacted=True),
+     "ito-training train --booking bk-1 --manifest /srv/m.json --confirmation-ref cnf_1 --idempotency-key "
+     "train-creq_0123456789abcdef"),
     ("confirmation", {}, success({"status": "confirmed", "action": "training.cleanup", "confirmation_ref": "cnf_2",
-                                  "run_id": "run_42"}, notice="n", live_api_contacted=True),
-     "ito-training cleanup --run run_42 --confirmation-ref cnf_2 --idempotency-key cleanup-run_42--"),
+                                  "request_id": "creq_2", "run_id": "run_42"}, notice="n", live_api_contacted=True),
+     "ito-training cleanup --run run_42 --confirmation-ref cnf_2 --idempotency-key cleanup-creq_2--"),
+    ("confirmation", {}, success({"status": "confirmed", "action": "training.cancel", "confirmation_ref": "cnf_3",
+                                  "request_id": "creq_fedcba9876543210", "run_id": "run_42"}, notice="n",
+                                 live_api_contacted=True),
+     "ito-training cancel --run run_42 --confirmation-ref cnf_3 --idempotency-key cancel-creq_fedcba9876543210"),
     ("confirmation", {}, success({"status": "declined", "action": "training.create"}, notice="n",
                                  live_api_contacted=True), None),
     ("confirmation", {}, success({"status": "expired", "action": "training.cancel"}, notice="n",
@@ -288,3 +336,120 @@ def test_a_gate_zero_refusal_repeats_nothing_typed() -> None:
     assert nxt is None
     assert shown.error is not None and shown.error.details == {"argument": "--run", "problem": "format"}
     assert "typed-by-someone" not in render_human(shown, "status", nxt) + render_json(shown)
+
+
+# ---------------------------------------------------------------------------- the person's sentences
+
+
+ALL_VERBS = sorted(cli.COMMANDS)
+FULL_ARGUMENTS: dict[str, Any] = {"run_id": "run_1", "idempotency_key": "k" * 16, "booking_id": "bk-1",
+                                  "manifest_path": "/m.json", "request_id": "creq_1"}
+
+
+def test_every_code_has_a_sentence_for_the_person() -> None:
+    from ito_training_mcp.cli_person import BY_CODE
+
+    assert set(BY_CODE) == set(ErrorCode)
+
+
+def _sentences(text: str) -> None:
+    """A notice reads as sentences: a capital first, a full stop last, no doubled words or spaces."""
+    assert text[:1].isupper() and text.endswith("."), text
+    assert "  " not in text and " ." not in text and not re.search(r"\w\.\.", text), text
+    doubled = re.search(r"\b(\w+) \1\b", text)
+    assert doubled is None, (doubled.group(0), text)
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=lambda c: c.value)
+def test_every_refusal_sentence_reads_and_only_points_at_a_command_that_is_printed(code: ErrorCode) -> None:
+    for verb in ALL_VERBS:
+        for retryable in (True, False):
+            for details in (None, {"interrupted": True}, {"reason": "run_active"},
+                            {"setting": "ITO_API_URL", "status": 302}, {"setting": "ITO_TOKEN_FILE",
+                                                                         "problem": "file_owner"}):
+                envelope = refusal(code, "m", live_api_contacted=False, gate=None, retryable=retryable,
+                                   details=details)
+                shown, nxt = for_cli(verb, FULL_ARGUMENTS, envelope)
+                said = shown.notice.removesuffix(f" Next command: {nxt}")
+                _sentences(said)
+                assert leftovers(said) == [], (verb, said)
+                if "the next command" in said.lower():
+                    assert nxt is not None, (verb, details, said)
+
+
+@pytest.mark.parametrize(("name", "notice"), _success_notices(), ids=lambda v: v if len(v) < 40 else "")
+def test_every_success_sentence_reads_and_is_not_the_cores(name: str, notice: str) -> None:
+    from ito_training_mcp.cli_person import person_notice
+
+    envelope = success(dict(SAMPLE_DATA), notice=notice, live_api_contacted=True)
+    said = person_notice("status", {}, envelope, None)
+    _sentences(said)
+    assert said != notice, name  # the core's agent-facing text is never printed as it is
+
+
+def test_the_interrupted_notices_are_the_persons() -> None:
+    for text in (cli._interrupted_text(["status"], False), cli._interrupted_text(["status", "--json"], True),
+                 cli._interrupted_text(["skill", "install"], False)):
+        assert leftovers(text) == [] and "Run " in text, text
+    assert "Run it again when you want to." in " ".join(render_human(cli.interrupted_envelope()).split())
+
+
+def test_an_existing_run_says_plainly_that_the_confirmation_given_was_not_used() -> None:
+    envelope = success({"run_id": "run_42", "state": "running", "created": False, "idempotency_key": "k" * 16,
+                        "recovered_after_ambiguous_response": False, "stages": []},
+                       notice=notices.NOTICE_EXISTING, live_api_contacted=True)
+    shown, nxt = for_cli("train", {"confirmation_ref": "cnf_new"}, envelope)
+    human = " ".join(render_human(shown, "train", nxt).split())
+    assert "nothing new started" in shown.notice and "was not used" in shown.notice
+    assert "Nothing new started" in human and "was NOT used" in human
+    created = success({"run_id": "run_42", "state": "queued", "created": True, "stages": []},
+                      notice=notices.NOTICE_CREATED, live_api_contacted=True)
+    assert "NOT used" not in render_human(*for_cli("train", {}, created)[:1], "train")
+
+
+def test_a_placeholder_path_says_how_to_fill_it_in() -> None:
+    envelope = success({"status": "confirmed", "action": "training.create", "confirmation_ref": "cnf_1",
+                        "request_id": "creq_0123456789abcdef", "booking_id": "bk-1"},
+                       notice=notices.request_status("training.create", "confirmed"), live_api_contacted=True)
+    shown, nxt = for_cli("confirmation", {}, envelope)
+    assert nxt is not None and "--manifest PATH" in nxt and "--manifest PATH' fills it in" in shown.notice
+    shown, nxt = for_cli("confirmation", {"manifest_path": "/srv/m.json"}, envelope)
+    assert nxt is not None and "--manifest /srv/m.json" in nxt and "PATH" not in shown.notice
+
+
+def test_the_messages_address_the_person() -> None:
+    from ito_training_mcp.cli_person import person_message
+
+    assert person_message("The manifest digest differs from the one the user confirmed.") == \
+        "The manifest digest differs from the one you confirmed."
+    assert person_message("ITO_TOKEN_FILE (/x) is not owned by the user this server runs as.") == \
+        "ITO_TOKEN_FILE (/x) is not owned by the account this command runs as."
+    assert person_message("more than the $5.00 the user confirmed; the user's") == \
+        "more than the $5.00 you confirmed; your"
+
+
+def test_checkpoint_sizes_and_waits_read_as_a_person_reads_them() -> None:
+    listed = success({"run_id": "run_42", "checkpoints": [
+        {"checkpoint_id": "c1", "step": 1000, "created_at": "2026-12-01T00:00:00Z", "size_bytes": 16060522496,
+         "uri": "s3://b/c1"},
+        {"checkpoint_id": "c2", "step": 2000, "created_at": "2026-12-01T00:00:00Z", "size_bytes": 512,
+         "uri": "s3://b/c2"}]}, notice=notices.NOTICE_READ_ONLY, live_api_contacted=True)
+    shown, nxt = for_cli("checkpoints", {}, listed)
+    human = render_human(shown, "checkpoints", nxt)
+    assert "16.1 GB (16060522496 bytes)" in human and "  512 bytes  " in human
+    waited = success({"run_id": "run_42", "state": "running", "stages": [],
+                      "wait": {"requested_s": 600, "limit_s": 55, "clamped": True, "waited_s": 55, "timed_out": True}},
+                     notice=notices.NOTICE_STILL_RUNNING, live_api_contacted=True)
+    shown, nxt = for_cli("status", {"run_id": "run_42"}, waited)
+    human = render_human(shown, "status", nxt)
+    assert "Waited 55 s of the 600 s asked for." in human
+    assert human.count("The wait ended before") <= 1  # said once, by the notice, not again by the summary
+
+
+@pytest.mark.parametrize("verb", ["cancel", "request-confirmation"])
+def test_a_run_that_cannot_be_cancelled_points_at_its_state(verb: str) -> None:
+    envelope = refusal(ErrorCode.RUN_NOT_CANCELLABLE, "The run can no longer be cancelled.", live_api_contacted=True,
+                       gate=Gate.CONFIRMATION, details={"status": 409})
+    shown, nxt = for_cli(verb, {"run_id": "run_42", "action": "training.cancel"}, envelope)
+    assert nxt == "ito-training status --run run_42"
+    assert "nothing to cancel" in shown.notice and shown.notice.endswith(f"Next command: {nxt}")

@@ -74,27 +74,31 @@ def test_the_whole_path_by_running_each_printed_command(env: World, manifest_pat
     assert review_url.startswith(world.backend.url + "/desk/requests/creq_")
     assert "Checks:" in out and "budget" in out and "Estimate: $" in out and "What is being confirmed:" in out
     confirmation = next_argv(out)
-    assert confirmation[:2] == ["confirmation", "--request"] and confirmation[-2:] == ["--wait", "55"]
+    assert confirmation[:2] == ["confirmation", "--request"]
+    assert confirmation[3:] == ["--wait", "55", "--manifest", manifest_path]  # carried only for the train command
     request_id = confirmation[2]
     assert review_url.endswith(request_id)
 
     code, pending = human("confirmation", "--request", request_id)
     assert code == 0 and "PENDING" in pending and review_url in pending
     assert next_argv(pending) == ["confirmation", "--request", request_id, "--wait", "55"]
+    code, pending = human(*confirmation[:3], "--manifest", manifest_path)
+    assert next_argv(pending) == confirmation  # still waiting: the same command, the path still carried
 
     # The person signs in through a single-use link and confirms while the CLI waits for them: the
     # first progress line the CLI draws (it is waiting) is when they press Confirm.
     terminal = DeciderTerminal(lambda: world.backend.person(world.account).sign_in().confirm(request_id))
     out = StringIO()
-    code = run([*confirmation[:-1], "20"], stdout=out, stderr=terminal)
+    waiting = [*confirmation]
+    waiting[waiting.index("--wait") + 1] = "20"
+    code = run(waiting, stdout=out, stderr=terminal)
     confirmed = out.getvalue()
     assert terminal.decided and "pending" in terminal.getvalue() and "confirmed" in terminal.getvalue()
     assert code == 0 and "CONFIRMED" in confirmed, confirmed
     assert "Confirmation ref: cnf_" in confirmed
     train = next_argv(confirmed)
-    assert train[train.index("--manifest") + 1] == "PATH"  # the one value the CLI cannot know
-    train[train.index("--manifest") + 1] = manifest_path
-    assert train[train.index("--idempotency-key") + 1].startswith(f"train-{world.booking}-")
+    assert train[train.index("--manifest") + 1] == manifest_path  # from `confirmation --manifest`, never read there
+    assert train[train.index("--idempotency-key") + 1] == f"train-{request_id}"  # one request, one intent, one key
 
     code, created = as_json(*train)
     assert code == 0 and created["data"]["created"] is True, created
@@ -108,6 +112,66 @@ def test_the_whole_path_by_running_each_printed_command(env: World, manifest_pat
     world.op.finish(created["data"]["run_id"])
     code, followed = human(*status)
     assert code == 0 and f"Run {created['data']['run_id']}: succeeded" in followed
+
+
+def _plan_confirm_train(world: World, manifest_path: str) -> tuple[list[str], dict[str, Any]]:
+    """plan -> the person confirms at the desk -> the printed confirmation -> the printed train, run once."""
+    code, planned = human("plan", "--booking", world.booking, "--manifest", manifest_path)
+    assert code == 0, planned
+    confirmation = next_argv(planned)
+    world.backend.person(world.account).sign_in().confirm(confirmation[2])
+    code, confirmed = human(*confirmation)
+    assert code == 0 and "CONFIRMED" in confirmed, confirmed
+    train = next_argv(confirmed)
+    code, created = as_json(*train)
+    assert code == 0, created
+    return train, created
+
+
+def test_a_second_confirmed_run_of_the_same_manifest_is_a_new_run(env: World, manifest_path: str) -> None:
+    """The same manifest, the same booking, planned and confirmed twice on purpose: the second printed
+    train command starts a second run. Its key comes from its own confirmation request, not from the
+    booking and digest the two intents share."""
+    world = env
+    first, one = _plan_confirm_train(world, manifest_path)
+    assert one["data"]["created"] is True
+    second, two = _plan_confirm_train(world, manifest_path)
+    key = second.index("--idempotency-key") + 1
+    assert second[key] != first[key]
+    assert two["data"]["created"] is True and two["data"]["run_id"] != one["data"]["run_id"], two
+    assert world.backend.run_count() == 2
+
+    # The printed commands again (a retry after a lost answer looks like this): still two runs.
+    for train, created in ((first, one), (second, two)):
+        code, again = as_json(*train)
+        assert code == 0 and again["data"]["created"] is False
+        assert again["data"]["run_id"] == created["data"]["run_id"]
+    assert world.backend.run_count() == 2
+
+
+def test_a_new_confirmation_under_an_old_key_is_said_to_be_unused(env: World, manifest_path: str) -> None:
+    """A key typed by hand from an earlier run, with a fresh confirmation: the old run comes back, and
+    the output says plainly that nothing new started and the new confirmation was not used."""
+    world = env
+    first, one = _plan_confirm_train(world, manifest_path)
+    code, planned = human("plan", "--booking", world.booking, "--manifest", manifest_path)
+    confirmation = next_argv(planned)
+    world.backend.person(world.account).sign_in().confirm(confirmation[2])
+    _, confirmed = human(*confirmation)
+    printed = next_argv(confirmed)
+    new_ref = printed[printed.index("--confirmation-ref") + 1]
+    mixed = [*first]
+    mixed[mixed.index("--confirmation-ref") + 1] = new_ref  # the new reference under the old key
+    code, out = human(*mixed)
+    said = " ".join(out.split())
+    assert code == 0 and f"Run {one['data']['run_id']}:" in out
+    assert "Nothing new started" in said and "was NOT used" in said, out
+    assert world.backend.run_count() == 1
+    code, envelope = as_json(*mixed)
+    assert "nothing new started" in envelope["notice"] and "was not used" in envelope["notice"]
+    # The new confirmation really is unused: its own printed command starts the second run.
+    code, created = as_json(*printed)
+    assert code == 0 and created["data"]["created"] is True and world.backend.run_count() == 2
 
 
 def test_cancel_and_cleanup_through_request_confirmation(env: World, manifest_path: str) -> None:
@@ -131,6 +195,7 @@ def test_cancel_and_cleanup_through_request_confirmation(env: World, manifest_pa
         assert code == 0 and "CONFIRMED" in decided
         mutation = next_argv(decided)
         assert mutation[:3] == [action, "--run", run_id]
+        assert mutation[mutation.index("--idempotency-key") + 1] == f"{action}-{confirmation[2]}"
         code, done = as_json(*mutation)
         assert code == 0, done
         if action == "cancel":

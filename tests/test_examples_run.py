@@ -51,3 +51,11 @@ def test_the_demo_and_the_walkthrough_run_end_to_end() -> None:
     assert '"booking_untouched": true' in walk_out
     assert "$ ito-training confirmation --request" in walk_out and "$ ito-training train --booking" in walk_out
     assert "again: created=False" in walk_out
+    # The same manifest planned and confirmed twice: two runs, each under the key of its own request.
+    assert walk_out.count("created=True, again: created=False, key train-creq_") == 2
+    assert "The second run of this manifest" in walk_out
+    assert "$ ito-training desk --json finish" in walk_out  # the operator's steps are printed too
+    assert "nothing sent" in demo_out and "The review summary the agent shows the person" in demo_out
+    # Each call's header comes before its progress lines.
+    header = demo_out.index("--- confirmation_status, waiting up to 20 s")
+    assert header < demo_out.index("    progress 0/1") < demo_out.index("[person] presses Confirm")

@@ -87,6 +87,9 @@ def test_the_install_section_shows_every_path() -> None:
         f"/plugin marketplace add {_repository()}",
         f"/plugin install {PLUGIN['name']}@{MARKETPLACE['name']}",
         "ito-training skill install",
+        # until the package is on PyPI: the same routes from a wheel built from the checkout
+        "python3 -m pip wheel --no-deps -w dist .",
+        f"pip install dist/{PACKAGE.replace('-', '_')}-*.whl",
         # the plugin's own command line, quoted as it is in plugin.json
         shlex.join([server["command"], *server["args"]]),
     ]
@@ -117,7 +120,7 @@ def test_pip_the_readme_skill_install_lines(pip_installed: Path, tmp_path: Path)
     assert commands, "no `ito-training skill install` line in the Install section"
     env = {**clean_env(), "HOME": str(home), "PATH": f"{pip_installed}{os.pathsep}{os.environ['PATH']}"}
     for argv, code in commands:
-        argv = [str(other) if a == "DIR" else a for a in argv]
+        argv = [str(other) if a == "DIR/ito-training" else a for a in argv]
         _run_status(pip_installed / argv[0], *argv[1:], cwd=tmp_path, code=code, env=env)
     expected = {"SKILL.md", *(f"references/{p.name}" for p in (REPO / "skill" / "references").glob("*.md"))}
     for target in (home / ".claude" / "skills" / "ito-training", other):
@@ -128,11 +131,15 @@ def test_pip_the_readme_skill_install_lines(pip_installed: Path, tmp_path: Path)
 # ---------------------------------------------------------------------- uvx
 
 
+_LOCAL_WHEEL = re.compile(rf"dist/{re.escape(PACKAGE.replace('-', '_'))}-\*\.whl")
+
+
 def _from_wheel(argv: list[str], wheel: Path) -> list[str]:
-    """`uvx PKG ...` -> `uvx --from WHEEL PKG ...`; `uvx --from PKG CMD ...` -> `uvx --from WHEEL CMD ...`."""
+    """`uvx PKG ...` -> `uvx --from WHEEL PKG ...`; `uvx --from PKG CMD ...` -> `uvx --from WHEEL CMD ...`;
+    `uvx --from dist/PKG-*.whl CMD ...` (the README's route until the package is published) likewise."""
     assert argv[0] == "uvx"
     if argv[1] == "--from":
-        assert argv[2] == PACKAGE or argv[2].startswith(f"{PACKAGE}=="), argv
+        assert argv[2] == PACKAGE or argv[2].startswith(f"{PACKAGE}==") or _LOCAL_WHEEL.fullmatch(argv[2]), argv
         return [str(UVX), "--from", str(wheel), *argv[3:]]
     assert argv[1] == PACKAGE, argv
     return [str(UVX), "--from", str(wheel), *argv[1:]]
@@ -142,7 +149,7 @@ def test_uvx_the_readme_lines_run_offline_against_the_wheel(
     uv_env: dict[str, str], built_dist: tuple[Path, Path], tmp_path: Path
 ) -> None:
     commands = _commands(_install_section(), "uvx")
-    assert len(commands) >= 2
+    assert len(commands) >= 4  # from PyPI, and from a wheel built from the checkout until it is published
     for argv, code in commands:
         out = _run_status(*_from_wheel(argv, built_dist[1]), cwd=tmp_path, code=code, env=uv_env)
         if "--version" in argv:
@@ -161,7 +168,7 @@ def test_uvx_runs_the_wheel_in_an_environment_of_its_own(
     cache = Path(uv_env["UV_CACHE_DIR"])
     for path in (where, mcp_where, prefix):
         assert Path(path).is_relative_to(cache), path  # neither the checkout nor this venv
-    target = tmp_path / "skill"
+    target = tmp_path / "skills" / "ito-training"
     out = _run_status(UVX, "--from", built_dist[1], "ito-training", "skill", "install", "--dir", target, "--json",
                       cwd=tmp_path, code=0, env=uv_env)
     assert json.loads(out)["data"]["source"] == "package"

@@ -16,7 +16,7 @@ import pytest
 
 from ito_training_mcp import cli
 
-from .conftest import CANARY_TOKEN, REPO
+from .conftest import CANARY_GITHUB, CANARY_TOKEN, REPO
 
 SKILL = REPO / "skill"
 FILES = ["SKILL.md", *sorted(f"references/{p.name}" for p in (SKILL / "references").glob("*.md"))]
@@ -143,9 +143,68 @@ def test_skill_after_another_option_is_a_usage_error() -> None:
 
 def test_the_installed_command(tmp_path: Path) -> None:
     ito = Path(sys.executable).parent / "ito-training"
-    target = tmp_path / "via-command"
+    target = tmp_path / "via-command" / "ito-training"
     proc = subprocess.run([str(ito), "--json", "skill", "install", "--dir", str(target)], capture_output=True,
                           text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["data"]["written"] == len(FILES)
     assert tree(target) == {name: (SKILL / name).read_bytes() for name in FILES}
+
+
+@pytest.mark.parametrize("name", ["skills", "ito-training-old", "ITO-TRAINING", ".", ".."])
+def test_a_dir_not_named_after_the_skill_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    """A skills root given as --dir would put SKILL.md beside the other skills (and a harness checks that a
+    skill's directory is named after it): refused, with the way to say it, and nothing written."""
+    root = tmp_path / "skills"
+    root.mkdir()
+    target = root / name
+    code, out, err = run("skill", "install", "--dir", str(target))
+    assert code == 2 and out == ""
+    assert "--dir must name the skill's own directory" in err and "--dir DIR/ito-training" in err
+    assert str(target) not in err  # a usage error never repeats what was typed
+    code, envelope = install_json("--dir", str(target))
+    assert code == 2 and envelope["error"]["details"] == {"argument": "--dir", "problem": "usage", "reason": "name"}
+    assert list(root.iterdir()) == [] and not (tmp_path / "SKILL.md").exists()
+    code, envelope = install_json("--dir", str(root / "ito-training"))  # the suggestion works
+    assert code == 0 and (root / "ito-training" / "SKILL.md").is_file()
+    assert "ito-training/" in (REPO / "README.md").read_text()
+
+
+def test_a_trailing_slash_is_the_same_directory(tmp_path: Path) -> None:
+    code, envelope = install_json("--dir", f"{tmp_path}/ito-training/")
+    assert code == 0 and envelope["data"]["dir"] == str(tmp_path / "ito-training")
+
+
+HOSTILE = "bad\x1b[2J\r\u202eevil"
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["human", "json"])
+def test_what_is_printed_passes_the_egress(tmp_path: Path, json_output: bool) -> None:
+    """A directory name holding ESC, CR and U+202E is shown with them visibly escaped; one holding a token
+    is shown redacted -- in the human form and in the JSON. The files go where asked either way."""
+    flag = ["--json"] if json_output else []
+    target = tmp_path / HOSTILE / "ito-training"
+    code, out, err = run("skill", "install", "--dir", str(target), *flag)
+    assert code == 0, out + err
+    assert (target / "SKILL.md").is_file()
+    for raw in ("\x1b", "\r", "\u202e"):
+        assert raw not in out + err
+    assert "⟨U+001B⟩" in out and "⟨U+000D⟩" in out and "⟨U+202E⟩" in out
+
+    target = tmp_path / CANARY_GITHUB / "ito-training"
+    code, out, err = run("skill", "install", "--dir", str(target), *flag)
+    assert code == 0 and (target / "SKILL.md").is_file()
+    assert CANARY_GITHUB not in out + err and "<redacted" in out
+    if json_output:
+        assert json.loads(out)["ok"] is True
+
+
+def test_a_refusal_is_worded_for_the_person_and_cleaned(tmp_path: Path) -> None:
+    target = tmp_path / HOSTILE / "ito-training"
+    assert install_json("--dir", str(target))[0] == 0
+    (target / "SKILL.md").write_text("mine\n")
+    code, out, _ = run("skill", "install", "--dir", str(target))
+    assert code == 1 and "\x1b" not in out
+    assert "Pass --force to replace them" in out and "the user" not in out and "error.details" not in out
+    code, refused = install_json("--dir", str(target))
+    assert "the user" not in refused["notice"] and "--force" in refused["notice"]

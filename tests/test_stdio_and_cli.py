@@ -90,7 +90,7 @@ def test_cli_human_output_is_short_and_says_what_to_do(manifest_path: str) -> No
     code, out, _ = run_cli(["check"])
     assert code == 1
     assert out.startswith("REFUSED TRAINING_UNAVAILABLE")
-    assert "Next: Stop" in out
+    assert "Next: Managed training is not available" in out and "nothing to work around" in out
     code, out, _ = run_cli(["digest", "--manifest", manifest_path])
     assert code == 0
     assert "SHA-256:" in out and "Budget:" in out
@@ -126,3 +126,14 @@ def test_cli_usage_error_never_echoes_what_was_typed() -> None:
     code, out, err = run_cli(["train", f"--api-key={CANARY_TOKEN}"])
     assert code == 2
     assert CANARY_TOKEN not in out + err
+
+
+def test_the_mcp_server_and_the_reference_backend_do_not_share_a_default_port() -> None:
+    """They often run side by side (the README's path): the server's --port must not default to 8765."""
+    from ito_training_mcp import server_main
+    from ito_training_mcp.reference_backend import cli as backend_cli
+
+    server_port = server_main._parser().parse_args([]).port
+    assert server_port != backend_cli.build_parser().parse_args([]).port
+    shown = server_main._parser().format_help()
+    assert f"default {server_port}" in " ".join(shown.split()) and "default 127.0.0.1" in " ".join(shown.split())
