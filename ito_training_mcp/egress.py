@@ -71,13 +71,16 @@ class LocalText(str):
     `review_text`), with `strings`: every one of those strings, unbroken. The layout wraps long values,
     which may split a string -- a registered credential too -- across two lines, where no search of the
     text finds it; so the credential is looked for in `strings`, and a text whose strings hold one is
-    withheld whole (`REVIEW_WITHHELD_NOTE`)."""
+    withheld whole (`REVIEW_WITHHELD_NOTE`). `ascii_printable`: gate 2's verdict that every one of
+    those strings is printable ASCII (the layout adds only labels, spaces and newlines)."""
 
     strings: str
+    ascii_printable: bool
 
-    def __new__(cls, text: str, *, strings: str) -> LocalText:
+    def __new__(cls, text: str, *, strings: str, ascii_printable: bool = False) -> LocalText:
         made = super().__new__(cls, text)
         made.strings = strings
+        made.ascii_printable = ascii_printable
         return made
 
 
@@ -263,7 +266,8 @@ class _Walk:
         strings = text.strings
         if self.redactor.holds_known(strings):
             return True
-        return not _printable(strings, True) and self.redactor.holds_known(_strip_unprintable(strings, "\n\t"))
+        return (not text.ascii_printable and not _printable(strings, True)
+                and self.redactor.holds_known(_strip_unprintable(strings, "\n\t")))
 
     def _already_clean(self, value: Any, path: tuple[str, ...]) -> bool:
         """The fast path for a digest's review (up to a mebibyte of text): it passed the scanner and the
@@ -273,7 +277,7 @@ class _Walk:
         that are multi-line by design. Anything else (a credential that only the joining made, too)
         takes the walk, string by string."""
         if isinstance(value, LocalText):
-            return self._text_clean(value, True) and not self._withheld(value)
+            return self._text_clean(value, True, value.ascii_printable) and not self._withheld(value)
         if isinstance(value, str):
             return self._text_clean(value, path in MULTILINE_FIELDS)
         if isinstance(value, LocalTree):

@@ -138,11 +138,13 @@ CHECKED_URIS = "ito.checked_uris"  # the validation context's key for `checked_u
 _URI_PREFIXES = tuple(f"{scheme}://" for scheme in _URI_SCHEMES)
 
 
-def checked_uris(document: Any) -> frozenset[int]:
+def checked_uris(document: Any, *, controls_possible: bool = True) -> frozenset[int]:
     """The ids of the strings at a manifest's URI fields (data[].uri, data[].decontamination.report,
     checkpoints.storage) that `_uri` accepts, checked all at once: one byte search per forbidden
     character over all of them joined, instead of nine per URI. Empty unless every one of them is
-    ASCII and passes; then `_uri` checks each as usual."""
+    ASCII and passes; then `_uri` checks each as usual. `controls_possible=False`: the caller knows
+    from the bytes that no string holds a control character (the character rule's look at them), so
+    the printability pass over the joined URIs is skipped."""
     if type(document) is not dict:
         return frozenset()
     data = document.get("data")
@@ -154,7 +156,7 @@ def checked_uris(document: Any) -> frozenset[int]:
         found.append(checkpoints.get("storage"))
     uris = [uri for uri in found if type(uri) is str]
     joined = "".join(uris)
-    if (not uris or not joined.isascii() or not joined.isprintable()
+    if (not uris or not joined.isascii() or (controls_possible and not joined.isprintable())
             or not all(map(str.startswith, uris, repeat(_URI_PREFIXES))) or _has_any(joined)
             or not _URI_PREFIX_SET.isdisjoint(uris)):
         return frozenset()
@@ -388,15 +390,17 @@ class _SchemaRefusal:
         self.problems = problems
 
 
-def _validate(document: Any) -> TrainingManifest | _SchemaRefusal:
+def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManifest | _SchemaRefusal:
     """The schema's verdict. Turning pydantic's errors into Python objects is what costs on a hostile
     document (45,000 unknown keys: ~60 ms, against ~10 ms to validate them), and only the first
     MAX_SCHEMA_PROBLEMS are reported: unknown keys past those are left out before validating (at the
     top level always, a cheap look; in nested objects when the count shows many problems), which
-    changes neither the count nor the problems reported (see schema_trim.py)."""
+    changes neither the count nor the problems reported (see schema_trim.py). `controls_possible`:
+    as in `checked_uris`."""
     trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
     try:
-        return TrainingManifest.model_validate(trimmed, strict=True, context={CHECKED_URIS: checked_uris(trimmed)})
+        return TrainingManifest.model_validate(trimmed, strict=True, context={
+            CHECKED_URIS: checked_uris(trimmed, controls_possible=controls_possible)})
     except ValidationError as exc:
         count = exc.error_count() + left_out
         if exc.error_count() > _MANY_PROBLEMS:
@@ -430,7 +434,8 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         document = strict_json.loads_text(text, max_depth=None)
     except strict_json.StrictJSONError as exc:
         raise _invalid_json(exc) from None
-    validated = _validate(document)
+    forbidden_possible = may_hold_forbidden(content)  # a look at the bytes: C0 and DEL are in its classes
+    validated = _validate(document, controls_possible=forbidden_possible)
 
     def refuse(refusal: ManifestRefusal) -> ManifestRefusal:
         if strict_json.depth_exceeds(document):
@@ -448,7 +453,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
             check="secret_scan",
             details={"findings": [f.as_dict() for f in findings]},
         ))
-    characters = character_problems(document, *strings.get()) if may_hold_forbidden(content) else []
+    characters = character_problems(document, *strings.get()) if forbidden_possible else []
     if characters:
         classes = sorted({str(p["problem"]) for p in characters})
         raise refuse(ManifestRefusal(
@@ -488,14 +493,15 @@ class DigestedManifest(BaseModel):
     def summary(self) -> dict[str, Any]:
         review = self.manifest.review()
         strings = review_strings(review)
+        printable = _ascii_printable(self.file.content)
         return {
             "path": self.file.path,
             "sha256": self.file.sha256,
             "size_bytes": self.file.size_bytes,
             "schema_version": SCHEMA_VERSION,
-            "review": LocalTree(review, sources=review_sources(review, strings), ascii_printable=_ascii_printable(
-                self.file.content)),
-            "review_text": LocalText(review_text(review, self.file.sha256), strings=strings),
+            "review": LocalTree(review, sources=review_sources(review, strings), ascii_printable=printable),
+            "review_text": LocalText(review_text(review, self.file.sha256, ascii_printable=printable), strings=strings,
+                                     ascii_printable=printable),
         }
 
 

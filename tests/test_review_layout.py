@@ -72,9 +72,11 @@ def test_property_every_line_starts_with_its_label_or_continues_past_them(parsed
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([*"ab ⟨U+0⟩中", "Budget:", "  "]), max_size=120).map("".join), st.integers(1, 100))
-def test_property_wrap_keeps_every_character_and_bounds_every_chunk(text: str, width: int) -> None:
-    chunks = wrap(text, width)
+@given(st.lists(st.sampled_from([*"ab ⟨U+0⟩中", "Budget:", "  "]), max_size=120).map("".join), st.integers(1, 100),
+       st.booleans())
+def test_property_wrap_keeps_every_character_and_bounds_every_chunk(text: str, width: int, fast: bool) -> None:
+    """Both wraps: the usual one and the linear one of a long review."""
+    chunks = wrap(text, width, fast=fast)
     assert all(columns(chunk) <= max(width, 2) for chunk in chunks)
     assert "".join(chunks).replace(" ", "") == text.replace(" ", "")
 
@@ -152,3 +154,21 @@ def test_a_registered_credential_split_by_the_layout_withholds_the_text() -> Non
     clean = egress.LocalText("Model:         x", strings="x")
     assert egress.clean_envelope(success({"review_text": clean}, notice="n", live_api_contacted=False)).data == {
         "review_text": "Model:         x"}
+
+
+def test_a_long_review_takes_the_linear_wrap_and_keeps_the_layout(example_document: dict[str, Any]) -> None:
+    """Past FAST_FROM characters the layout wraps with the linear pattern: still every line starts with
+    a label, the item marker or the continuation indent, and no line is wider than the layout."""
+    from ito_training_mcp.review_layout import FAST_FROM, INDENT, LABELS, REVIEW_WIDTH, review_text
+
+    document = json.loads(json.dumps(example_document))
+    ref = document["data"][0]
+    document["data"] = [{**ref, "name": f"set {i} of many words", "uri": ref["uri"] + "x" * 1500 + str(i)}
+                        for i in range(60)]
+    parsed = manifest.parse_manifest(json.dumps(document).encode())
+    text = review_text(parsed.review(), "0" * 64)
+    assert len(text) > FAST_FROM
+    for line in text.split("\n"):
+        assert len(line) <= REVIEW_WIDTH
+        assert line.startswith((*LABELS, ITEM, INDENT)), line
+        assert not line.startswith(INDENT) or not line[len(INDENT):].startswith(" ")
