@@ -460,7 +460,9 @@ def _interrupted(call: Call) -> Envelope:
         )
     return refusal(
         ErrorCode.BACKEND_TIMEOUT,
-        "The call was interrupted before it finished. Nothing was created, cancelled or cleaned up.",
+        # The contract's code for "ended without the backend's answer"; the words say what really happened.
+        "The call was interrupted (cancelled by the client, or stopped by the user) before it finished; the "
+        "backend did not time out. Nothing was created, cancelled or cleaned up.",
         live_api_contacted=call.contacted, gate=None, details={"interrupted": True},
         next_step="Tell the user the call was interrupted; nothing changed. Make the same call again when asked to.",
     )
