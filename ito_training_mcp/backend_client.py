@@ -16,6 +16,9 @@
   revoked for the life of the process and never sent again.
 - Every body is validated against `backend_models`; anything else is `BACKEND_INVALID_RESPONSE`.
 - Whether a request left the process is recorded precisely (httpcore's trace: headers started).
+- A call that waits (a long poll) bounds the client by its time budget (`limit_to`, `within`):
+  each exchange then gets the smaller of its own deadline and what is left of the budget, and one
+  that would start with nothing left is not sent. Running out of the budget is `BudgetSpent`.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import logging
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -144,6 +148,22 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+class BudgetSpent(BackendRefusal):
+    """An exchange stopped (or was not started) because the call's time budget ran out, not because
+    the backend exceeded its own deadline. A wait treats it as the end of the wait."""
+
+    def __init__(self, method: str, path: str, *, gate: Gate | None, mutation: bool, sent: bool,
+                 deadline_s: float) -> None:
+        super().__init__(
+            ErrorCode.BACKEND_TIMEOUT,
+            f"This call's time budget (ITO_TRAINING_MAX_WAIT_S) ran out before the backend answered {method} "
+            f"{path}. The backend was slow; nothing was changed by this read.",
+            gate=gate, ambiguous=sent and mutation, retryable=True,
+            details={"deadline_s": round(deadline_s, 3), "budget_spent": True},
+            next_step="Make the same call again (with a smaller wait_seconds if this repeats).",
+        )
+
+
 class BackendClient:
     """One client per tool call. Use as an async context manager."""
 
@@ -160,6 +180,31 @@ class BackendClient:
         self._credential: Credential | None = None
         self._client: httpx.AsyncClient | None = None
         self._extensions: dict[str, Any] = {"trace": self._trace}
+        self._budget_ends: float | None = None  # anyio.current_time() at which the call's budget runs out
+
+    # ------------------------------------------------------------------ the call's time budget
+
+    def limit_to(self, seconds: float) -> None:
+        """From now on, no exchange of this client runs past `seconds` from now (it only ever tightens)."""
+        ends = anyio.current_time() + max(seconds, 0.0)
+        self._budget_ends = ends if self._budget_ends is None else min(self._budget_ends, ends)
+
+    @contextmanager
+    def within(self, seconds: float | None) -> Iterator[None]:
+        """Within the block, exchanges also end within `seconds` from now (None: no further limit)."""
+        outer = self._budget_ends
+        if seconds is not None:
+            self.limit_to(seconds)
+        try:
+            yield
+        finally:
+            self._budget_ends = outer
+
+    def remaining_s(self) -> float | None:
+        """What is left of the budget (None when the client has none)."""
+        if self._budget_ends is None:
+            return None
+        return max(self._budget_ends - anyio.current_time(), 0.0)
 
     async def __aenter__(self) -> BackendClient:
         s = self._settings
@@ -268,6 +313,12 @@ class BackendClient:
     ) -> tuple[int, bytes, str, str, str | None]:
         assert self._client is not None
         deadline = self._settings.timeout_s
+        left = self.remaining_s()
+        by_budget = left is not None and left < deadline
+        if left is not None and by_budget:
+            deadline = left
+            if left <= 0:  # nothing left: not sent at all
+                raise BudgetSpent(method, path, gate=gate, mutation=mutation, sent=False, deadline_s=0.0)
         cap = self._settings.response_max_bytes
         attempt = 0
         headers_sent = False
@@ -291,6 +342,8 @@ class BackendClient:
                         await response.aclose()
         except TimeoutError:
             sent = headers_sent or self._exchange.contacted
+            if by_budget:
+                raise BudgetSpent(method, path, gate=gate, mutation=mutation, sent=sent, deadline_s=deadline) from None
             raise BackendRefusal(
                 ErrorCode.BACKEND_TIMEOUT,
                 f"The backend did not answer {method} {path} within the {deadline:g} s deadline.",

@@ -8,9 +8,12 @@ success and refusal and validates each envelope against its tool's schema, and a
 guard (tests/envelope_schema_guard.py) does the same for every envelope any test produces.
 
 The envelope schema says what the contract says: `ok: true` carries `data` and no `error`,
-`ok: false` carries `error` and no `data`. Like the input schemas it keeps the root plain
-(the rule sits under `dependentSchemas`, keyed on the always-present `ok`) and inlines every
-`$ref`, so clients that do not resolve references or root unions still read it.
+`ok: false` carries `error` and no `data`. It is written in the part of JSON Schema that draft-07,
+2020-12 and the LLM vendors' subsets share, so any client can compile it: a root `anyOf` of two
+closed object branches told apart by `ok` (`enum: [true]` / `enum: [false]`), every `$ref`
+inlined, no `const` (a one-value `enum` says the same; Gemini's subset lacks `const`), no
+`dependentSchemas`, `not`, `if`/`then` or `$defs`. tests/test_output_schemas.py checks every
+schema against the draft-07 and 2020-12 metaschemas and validates real envelopes with both.
 """
 
 from __future__ import annotations
@@ -442,27 +445,70 @@ def error_schema() -> Schema:
     return schema
 
 
+def portable(node: Any) -> Any:
+    """The same schema with every `const` written as a one-value `enum`.
+
+    Both mean the same in draft-07 and 2020-12; Gemini's schema subset has `enum` but no `const`.
+    """
+    if isinstance(node, list):
+        return [portable(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    # A dict under "const" would be a property of that name (a schema), not the keyword: kept as is.
+    keyword = "const" in node and not isinstance(node["const"], dict)
+    out = {k: portable(v) for k, v in node.items() if not (keyword and k == "const")}
+    if keyword:
+        out["enum"] = [node["const"]]
+    return out
+
+
 def envelope_schema(tool: str, data_model: Any) -> Schema:
-    """The tool's `outputSchema`: the envelope with this tool's typed `data`."""
-    success = {"properties": {"ok": {"const": True}}, "required": ["data"], "not": {"required": ["error"]}}
-    failure = {"properties": {"ok": {"const": False}}, "required": ["error"], "not": {"required": ["data"]}}
-    return {
+    """The tool's `outputSchema`: the envelope with this tool's typed `data`.
+
+    The root lists what every envelope has; an `anyOf` of two closed object branches, told apart by
+    the value of `ok`, says which of `data` and `error` comes with it.
+    """
+    head: Schema = {
+        "live_api_contacted": {
+            "type": "boolean",
+            "description": "True iff at least one request left this process for the Itô backend during this call.",
+        },
+        "notice": {"type": "string", "description": "Plain-language instruction for the agent: the one next step."},
+    }
+    success: Schema = {
+        "type": "object",
+        "description": "The operation succeeded: data, and no error.",
+        "properties": {
+            "ok": {"type": "boolean", "enum": [True], "description": "True: the operation succeeded."},
+            **copy.deepcopy(head),
+            "data": {**copy.deepcopy(data_schema(data_model)), "description": "The result."},
+        },
+        "required": ["ok", "live_api_contacted", "notice", "data"],
+        "additionalProperties": False,
+    }
+    failure: Schema = {
+        "type": "object",
+        "description": "A refusal: error, and no data. Stop; do not work around it; hand control back.",
+        "properties": {
+            "ok": {"type": "boolean", "enum": [False], "description": "False: the operation was refused."},
+            **copy.deepcopy(head),
+            "error": {**copy.deepcopy(error_schema()), "description": "The refusal."},
+        },
+        "required": ["ok", "live_api_contacted", "notice", "error"],
+        "additionalProperties": False,
+    }
+    schema: Schema = {
         "type": "object",
         "title": f"{tool}Result",
         "description": "The envelope. ok: true carries data; ok: false carries error and means stop, do not "
                        "work around it, hand control back.",
         "properties": {
             "ok": {"type": "boolean", "description": "True iff the operation succeeded."},
-            "live_api_contacted": {
-                "type": "boolean",
-                "description": "True iff at least one request left this process for the Itô backend during this call.",
-            },
-            "notice": {"type": "string", "description": "Plain-language instruction for the agent: the one next step."},
-            "data": {**copy.deepcopy(data_schema(data_model)), "description": "The result; present iff ok."},
-            "error": {**copy.deepcopy(error_schema()), "description": "The refusal; present iff not ok."},
+            **copy.deepcopy(head),
         },
         "required": ["ok", "live_api_contacted", "notice"],
-        "additionalProperties": False,
-        # `ok` is always present, so this always applies; the union stays off the root.
-        "dependentSchemas": {"ok": {"oneOf": [success, failure]}},
+        # Exclusive: the branches' `ok` values differ, so at most one holds (an `anyOf` that acts as `oneOf`).
+        "anyOf": [success, failure],
     }
+    result: Schema = portable(schema)
+    return result

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft7Validator, Draft202012Validator
+from jsonschema.protocols import Validator
 
 from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.service import TrainingService
@@ -24,18 +25,24 @@ violations: list[str] = []
 
 
 @functools.cache
-def validator(tool: str) -> Draft202012Validator:
+def validators(tool: str) -> tuple[Validator, ...]:
+    """The tool's outputSchema under draft-07 and 2020-12: clients compile it with either."""
     schema = TOOLS_BY_NAME[tool].output_schema()
+    Draft7Validator.check_schema(schema)
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    return Draft7Validator(schema), Draft202012Validator(schema)
 
 
 def problems(tool: str, envelope: Envelope) -> list[str]:
     """Each way this envelope breaks its tool's outputSchema (none for a tool that is not listed)."""
     if tool not in TOOLS_BY_NAME:
         return []
-    errors = sorted(validator(tool).iter_errors(envelope.to_dict()), key=lambda e: list(e.absolute_path))
-    return [f"{tool} at /{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}" for e in errors]
+    found: list[str] = []
+    for validator in validators(tool):
+        errors = sorted(validator.iter_errors(envelope.to_dict()), key=lambda e: list(e.absolute_path))
+        found += [f"{tool} ({type(validator).__name__}) at /{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
+                  for e in errors]
+    return found
 
 
 def _checked(tool: str, method: Callable[..., Awaitable[Envelope]]) -> Callable[..., Awaitable[Envelope]]:

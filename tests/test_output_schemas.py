@@ -2,7 +2,8 @@
 
 Every tool is driven through success and through a refusal against the reference backend, over a
 real MCP client in both protocol eras; each envelope is validated against the schema the client
-read from tools/list. The schemas are exact, so they also refuse what the contract forbids.
+read from tools/list, under draft-07 and under 2020-12 (clients compile with either). The schemas
+are exact, so they also refuse what the contract forbids, under both drafts.
 """
 
 from __future__ import annotations
@@ -14,11 +15,48 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft7Validator, Draft202012Validator
+from jsonschema.protocols import Validator
 
 from ito_training_mcp.tool_specs import ALL_TOOLS
 
 from .conftest import ClientFactory, World
+
+DRAFTS: tuple[type[Validator], ...] = (Draft7Validator, Draft202012Validator)
+
+# What only 2019-09 or later has, what draft-07 lacks, and what the LLM vendors' subsets lack.
+NOT_PORTABLE = {"dependentSchemas", "dependentRequired", "unevaluatedProperties", "unevaluatedItems",
+                "prefixItems", "$defs", "definitions", "$ref", "const", "not", "if", "then", "else", "oneOf",
+                "allOf", "patternProperties", "propertyNames", "dependencies", "$schema"}
+
+
+def _keywords(node: Any) -> set[str]:
+    """Every keyword used anywhere in a schema (property names are not keywords)."""
+    if isinstance(node, list):
+        return set().union(*(_keywords(item) for item in node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    found = set(node) - {"properties"}
+    for key, value in node.items():
+        if key == "properties":
+            found |= set().union(*(_keywords(sub) for sub in value.values())) if value else set()
+        else:
+            found |= _keywords(value)
+    return found
+
+
+@pytest.mark.parametrize("spec", ALL_TOOLS, ids=lambda s: s.name)
+def test_every_output_schema_is_valid_under_draft_07_and_2020_12_and_portable(spec: Any) -> None:
+    schema = spec.output_schema()
+    Draft7Validator.check_schema(schema)
+    Draft202012Validator.check_schema(schema)
+    assert not _keywords(schema) & NOT_PORTABLE, _keywords(schema) & NOT_PORTABLE
+    # The MCP rule: an object at the root; the envelope's head is listed there for plain readers.
+    assert schema["type"] == "object" and schema["required"] == ["ok", "live_api_contacted", "notice"]
+    ok_true, ok_false = schema["anyOf"]
+    assert ok_true["properties"]["ok"]["enum"] == [True] and "data" in ok_true["required"]
+    assert ok_false["properties"]["ok"]["enum"] == [False] and "error" in ok_false["required"]
+    assert ok_true["additionalProperties"] is False and ok_false["additionalProperties"] is False
 
 
 def _key(label: str) -> str:
@@ -31,14 +69,20 @@ async def test_every_tool_succeeds_and_refuses_within_its_output_schema(
     seen: Counter[tuple[str, bool]] = Counter()
     shapes: set[str] = set()
     async with connect(service=world.service()) as client:
-        validators = {t.name: Draft202012Validator(t.output_schema) for t in (await client.list_tools()).tools}
+        listed = (await client.list_tools()).tools
+        for tool in listed:
+            assert tool.output_schema is not None
+            Draft7Validator.check_schema(tool.output_schema)
+            Draft202012Validator.check_schema(tool.output_schema)
+        validators = {t.name: [draft(t.output_schema) for draft in DRAFTS] for t in listed}
 
         async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
             result = await client.call_tool(tool, arguments)
             envelope = result.structured_content
             assert isinstance(envelope, dict)
-            errors = [e.message for e in validators[tool].iter_errors(envelope)]
-            assert not errors, (tool, errors, json.dumps(envelope)[:2000])
+            for validator in validators[tool]:
+                errors = [e.message for e in validator.iter_errors(envelope)]
+                assert not errors, (tool, type(validator).__name__, errors, json.dumps(envelope)[:2000])
             seen[(tool, bool(envelope["ok"]))] += 1
             return envelope
 
@@ -100,9 +144,9 @@ async def test_every_tool_succeeds_and_refuses_within_its_output_schema(
         assert seen[(spec.name, True)] and seen[(spec.name, False)], (spec.name, seen)
 
 
-def _validator(tool: str) -> Draft202012Validator:
+def _validators(tool: str) -> list[Validator]:
     spec = next(s for s in ALL_TOOLS if s.name == tool)
-    return Draft202012Validator(spec.output_schema())
+    return [draft(spec.output_schema()) for draft in DRAFTS]
 
 
 REFUSAL = {"ok": False, "live_api_contacted": False, "notice": "Stop.",
@@ -121,10 +165,13 @@ RESULT = {"ok": True, "live_api_contacted": True, "notice": "Read-only.",
     (lambda e: {**e, "ok": False}, False),                              # ok: false needs error, no data
     (lambda e: {**e, "notice": None}, False),
     (lambda e: {**e, "data": {**e["data"], "checkpoints": [{}]}}, False),
+    (lambda e: {**e, "extra": 1}, False),                               # the envelope is closed
+    (lambda e: {**e, "ok": "true"}, False),
+    (lambda e: {k: v for k, v in e.items() if k != "ok"}, False),
 ])
 def test_the_envelope_schema_refuses_what_the_contract_forbids(change: Any, valid: bool) -> None:
     envelope = change(copy.deepcopy(RESULT))
-    assert _validator("list_checkpoints").is_valid(envelope) is valid
+    assert [v.is_valid(envelope) for v in _validators("list_checkpoints")] == [valid, valid]
 
 
 @pytest.mark.parametrize(("change", "valid"), [
@@ -135,12 +182,13 @@ def test_the_envelope_schema_refuses_what_the_contract_forbids(change: Any, vali
     (lambda e: {**e, "error": {**e["error"], "details": {"argument": "run_id"}}}, True),
 ])
 def test_refusals_are_typed_too(change: Any, valid: bool) -> None:
-    assert _validator("list_checkpoints").is_valid(change(copy.deepcopy(REFUSAL))) is valid
+    envelope = change(copy.deepcopy(REFUSAL))
+    assert [v.is_valid(envelope) for v in _validators("list_checkpoints")] == [valid, valid]
 
 
 def test_backend_relayed_evals_stay_open_and_everything_else_is_closed() -> None:
     schema = next(s for s in ALL_TOOLS if s.name == "training_status").output_schema()
-    found = schema["properties"]["data"]["anyOf"][0]
+    found = schema["anyOf"][0]["properties"]["data"]["anyOf"][0]
     gate = found["properties"]["stages"]["items"]["properties"]["gate"]
     assert gate["properties"]["evals"]["additionalProperties"] is True
     assert found["additionalProperties"] is False and gate["additionalProperties"] is False

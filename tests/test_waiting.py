@@ -95,7 +95,7 @@ class Script:
     latency_s: list[float] = field(default_factory=list)
     fetched: list[float] = field(default_factory=list)
 
-    async def fetch(self) -> int:
+    async def fetch(self, deadline_s: float | None = None) -> int:
         index = len(self.fetched)
         self.fetched.append(self.clock.now())
         if index < len(self.latency_s) and self.latency_s[index] > 0:
@@ -177,7 +177,7 @@ async def test_a_refusal_ends_the_wait_at_once_and_is_not_wrapped() -> None:
     clock = SimulatedClock()
     calls: list[float] = []
 
-    async def fetch() -> int:
+    async def fetch(deadline_s: float | None) -> int:
         calls.append(clock.now())
         if len(calls) == 3:
             raise Refusal(ErrorCode.CREDENTIAL_REVOKED, "revoked", gate=Gate.CAPABILITIES)

@@ -250,7 +250,7 @@ class ServiceBase:
                 return caps
 
             caps = await self._capabilities_flights.run(
-                origin, fetch, wait_s=settings.timeout_s + FLIGHT_MARGIN_S,
+                origin, fetch, wait_s=_flight_wait(api, settings),
                 on_timeout=lambda: _flight_timeout("capabilities", Gate.CAPABILITIES, settings),
             )
         _require_operations(caps, operations)  # the cache holds only answers with the lifecycle's seven
@@ -303,7 +303,7 @@ class ServiceBase:
             return me.account_id
 
         return await self._identity_flights.run(
-            cache_key, fetch, wait_s=settings.timeout_s + FLIGHT_MARGIN_S,
+            cache_key, fetch, wait_s=_flight_wait(api, settings),
             on_timeout=lambda: _flight_timeout("identity", gate, settings),
         )
 
@@ -367,12 +367,19 @@ class ServiceBase:
 
     @asynccontextmanager
     async def _authenticated(
-        self, call: Call, operations: tuple[str, ...] = ()
+        self, call: Call, operations: tuple[str, ...] = (), *, waits: bool = False
     ) -> AsyncIterator[tuple[BackendClient, BackendSettings]]:
         """Gates 1 and 3 (with any `operations` beyond the lifecycle's), then the credential: what every
-        lifecycle operation needs first."""
+        lifecycle operation needs first.
+
+        A call that `waits` (wait_seconds > 0) is bounded as a whole by the server's wait cap
+        (`ITO_TRAINING_MAX_WAIT_S`): every backend read it makes, from gate 3 on, ends within the cap
+        counted from here, so the call answers before a client's default request timeout (60 s in
+        the TypeScript SDK) however slow the backend is."""
         settings = self._gate_availability()                             # 1 availability
         async with self._backend(settings, call) as api:
+            if waits and settings.max_wait_s > 0:
+                api.limit_to(settings.max_wait_s)
             await self._gate_capabilities(api, settings, operations)     # 3 capabilities
             self._authenticate(api)
             yield api, settings
@@ -413,6 +420,14 @@ def _require_operations(caps: Capabilities, operations: tuple[str, ...]) -> None
         )
 
 
+def _flight_wait(api: BackendClient, settings: BackendSettings) -> float:
+    """How long a call waits for another call's shared request: its deadline and a margin, and never
+    past this call's own time budget."""
+    left = api.remaining_s()
+    full = settings.timeout_s + FLIGHT_MARGIN_S
+    return full if left is None else min(full, left)
+
+
 def _flight_timeout(what: str, gate: Gate, settings: BackendSettings) -> Refusal:
     return Refusal(
         ErrorCode.BACKEND_TIMEOUT,
@@ -445,7 +460,9 @@ def _interrupted(call: Call) -> Envelope:
         )
     return refusal(
         ErrorCode.BACKEND_TIMEOUT,
-        "The call was interrupted before it finished. Nothing was created, cancelled or cleaned up.",
+        # The contract's code for "ended without the backend's answer"; the words say what really happened.
+        "The call was interrupted (cancelled by the client, or stopped by the user) before it finished; the "
+        "backend did not time out. Nothing was created, cancelled or cleaned up.",
         live_api_contacted=call.contacted, gate=None, details={"interrupted": True},
         next_step="Tell the user the call was interrupted; nothing changed. Make the same call again when asked to.",
     )

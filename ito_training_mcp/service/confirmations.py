@@ -38,7 +38,7 @@ from .notices import (
     request_opened,
     request_status,
 )
-from .waiting import Position, wait_data, wait_until
+from .waiting import MonotonicClock, Position, wait_data, wait_until
 
 if TYPE_CHECKING:
     from ..backend_client import BackendClient, BackendRefusal
@@ -122,15 +122,19 @@ class ConfirmationOperations(ServiceBase):
             request_ref = inputs.identifier(request_id, "request_id")        # 0 input
             wait = inputs.bounded_int(wait_seconds, "wait_seconds", default=0, low=0, high=inputs.MAX_WAIT_SECONDS)
             call.note(request_id=request_ref)
-            async with self._authenticated(call, _operations()) as (api, settings):   # 1, 3 (+2), credential
+            started = MonotonicClock().now()  # the wait's budget counts from here: backend reads spend it
+            # 1, 3 (+2), credential
+            async with self._authenticated(call, _operations(), waits=wait > 0) as (api, settings):
                 account_id = await self._account_id(api, settings, Gate.CONFIRMATION)
 
-                async def fetch() -> ConfirmationRequest:
-                    return await self._get_request(api, request_ref, account_id)
+                async def fetch(deadline_s: float | None) -> ConfirmationRequest:
+                    with api.within(deadline_s):  # a poll ends within what is left of the budget
+                        return await self._get_request(api, request_ref, account_id)
 
                 waited = await wait_until(
                     fetch, lambda r: r.status != "pending", request_position,
                     budget_s=min(wait, settings.max_wait_s), interval_s=settings.poll_interval_s, progress=progress,
+                    started=started,
                 )
             request = waited.last
             call.note(action=request.action)

@@ -22,7 +22,7 @@ from .notices import (
     NOTICE_TERMINAL,
     clamp_note,
 )
-from .waiting import Position, Waited, wait_data, wait_until
+from .waiting import MonotonicClock, Position, Waited, wait_data, wait_until
 
 if TYPE_CHECKING:
     from ..backend_client import BackendClient
@@ -54,14 +54,16 @@ class LifecycleOperations(ServiceBase):
                 )
             wait = inputs.bounded_int(wait_seconds, "wait_seconds", default=0, low=0, high=inputs.MAX_WAIT_SECONDS)
             call.note(run_id=run_ref, idempotency_key=key)
-            async with self._authenticated(call) as (api, settings):
+            started = MonotonicClock().now()  # the wait's budget counts from here: backend reads spend it
+            async with self._authenticated(call, waits=wait > 0) as (api, settings):
                 if run_ref is None:
                     assert key is not None
                     found = await self._lookup_by_key(api, key, Gate.IDEMPOTENCY)
                     if found is None:
                         return {"found": False, "idempotency_key": key, "run_id": None, "state": None}, NOTICE_NO_RUN
                     run_ref = found.run_id
-                waited = await self._follow_run(api, settings, run_ref, min(wait, settings.max_wait_s), progress)
+                waited = await self._follow_run(api, settings, run_ref, min(wait, settings.max_wait_s), progress,
+                                                started)
             run = waited.last[0]
             data = _run_status(run)
             data["wait"] = wait_data(wait, settings.max_wait_s, waited)
@@ -71,23 +73,26 @@ class LifecycleOperations(ServiceBase):
         return await self._run("training_status", body)
 
     async def _follow_run(
-        self, api: BackendClient, settings: BackendSettings, run_id: str, budget_s: int, progress: Progress | None
+        self, api: BackendClient, settings: BackendSettings, run_id: str, budget_s: int, progress: Progress | None,
+        started: float,
     ) -> Waited[tuple[Run, int | None]]:
         """Fetch the run; with a budget, poll until it is terminal or the budget is spent, reporting its
         position (stages passed, out of all stages) and, while it runs, the step its metrics report.
-        A revoked credential ends the wait at once (no further request)."""
+        A revoked credential ends the wait at once (no further request). Each poll's reads end within
+        what is left of the budget."""
         from ..backend_models import TERMINAL_STATES
 
-        async def fetch() -> tuple[Run, int | None]:
-            run = await self._get_run(api, run_id)
-            step = None
-            if progress is not None and budget_s > 0 and run.state.value == "running":
-                step = await self._current_step(api, run_id)
+        async def fetch(deadline_s: float | None) -> tuple[Run, int | None]:
+            with api.within(deadline_s):
+                run = await self._get_run(api, run_id)
+                step = None
+                if progress is not None and budget_s > 0 and run.state.value == "running":
+                    step = await self._current_step(api, run_id)
             return run, step
 
         return await wait_until(
             fetch, lambda seen: seen[0].state in TERMINAL_STATES, lambda seen: run_position(*seen),
-            budget_s=budget_s, interval_s=settings.poll_interval_s, progress=progress,
+            budget_s=budget_s, interval_s=settings.poll_interval_s, progress=progress, started=started,
         )
 
     async def _current_step(self, api: BackendClient, run_id: str) -> int | None:

@@ -13,11 +13,15 @@ slow backend request is in flight. A heartbeat repeats the last position plus a 
 grows with each heartbeat but stays below `HEARTBEAT_SPAN` (0.001): positions are multiples of one
 half, so a heartbeat never reaches the next real position, and the value keeps meaning position.
 
-Bounds: the caller clamps the budget (`ITO_TRAINING_MAX_WAIT_S`); polls are spaced by the configured
-interval, growing by half each time up to ten times that interval and never beyond `HEARTBEAT_S`;
-a poll after the first is abandoned when the budget runs out (read-only requests only), so a call
-ends within its first request's deadline plus the budget. The clock is injectable: tests run a
-simulated minute of waiting without sleeping through it.
+Bounds: the caller clamps the budget (`ITO_TRAINING_MAX_WAIT_S`) and counts it from the start of
+the call (`started`), so the time the backend took to answer the reads before the wait and the
+first read is spent from the budget, not added to it. Polls are spaced by the configured interval,
+growing by half each time up to ten times that interval and never beyond `HEARTBEAT_S`. No poll
+starts once the budget is spent, and each poll's reads get what is left of it as their deadline
+(`fetch(remaining_s)`; the service hands it to the backend client), so a slow read ends the wait
+with the last state read rather than overrunning: a call that waits ends within its budget. (The
+reads before the first state is known are bounded by the caller, by the server's cap.) The clock
+is injectable: tests run a simulated minute of waiting without sleeping through it.
 """
 
 from __future__ import annotations
@@ -146,8 +150,11 @@ async def _beat(reporter: Reporter, clock: Clock, started: float, budget_s: floa
         await reporter.heartbeat(f"still waiting ({waited:.0f} s of at most {budget_s:g} s)")
 
 
+Fetch = Callable[[float | None], Awaitable[T]]
+
+
 async def wait_until(
-    fetch: Callable[[], Awaitable[T]],
+    fetch: Fetch[T],
     settled: Callable[[T], bool],
     describe: Callable[[T], Position],
     *,
@@ -156,23 +163,28 @@ async def wait_until(
     progress: Progress | None,
     clock: Clock | None = None,
     heartbeat_s: float | None = None,
+    started: float | None = None,
 ) -> Waited[T]:
     """Fetch once; with a budget, poll until `settled` or the budget is spent, reporting position.
 
-    A refusal raised by `fetch` (a revoked credential, say) ends the wait at once and propagates.
-    Progress is reported only when the call waits (`budget_s > 0`).
+    `fetch(deadline_s)` reads the current state; a poll passes what is left of the budget as
+    `deadline_s` (the first read passes None: the caller bounds it). `started` is when the call
+    began, on `clock` (default: now); the budget counts from there. A refusal raised by `fetch` (a
+    revoked credential, say) ends the wait at once and propagates, except `BudgetSpent` during a
+    poll, which ends the wait with the last state read. Progress is reported only when the call
+    waits (`budget_s > 0`).
     """
     clock = clock or MonotonicClock()
     heartbeat_s = HEARTBEAT_S if heartbeat_s is None else heartbeat_s
-    started = clock.now()
-    current = await fetch()
+    started = clock.now() if started is None else started
+    current = await fetch(None)
     if budget_s <= 0:
         return Waited(current, 0.0, False)
     reporter = Reporter(progress, clock) if progress is not None else None
     if reporter is not None:
         await reporter.observe(describe(current))
     if settled(current):
-        return Waited(current, clock.now() - started, False)
+        return Waited(current, min(clock.now() - started, budget_s), False)
 
     failure: Exception | None = None
     timed_out = False
@@ -192,7 +204,7 @@ async def wait_until(
 
 
 async def _poll(
-    fetch: Callable[[], Awaitable[T]],
+    fetch: Fetch[T],
     settled: Callable[[T], bool],
     describe: Callable[[T], Position],
     reporter: Reporter | None,
@@ -205,6 +217,8 @@ async def _poll(
     heartbeat_s: float,
 ) -> tuple[T, bool]:
     """The poll loop: returns the last state read and whether the budget ran out first."""
+    from ..backend_client import BudgetSpent  # loaded by then: a wait follows a backend read
+
     interval = min(interval_s, heartbeat_s)
     ceiling = min(interval_s * POLL_GROWTH_LIMIT, heartbeat_s)
     while True:
@@ -213,10 +227,14 @@ async def _poll(
             return current, True
         await clock.sleep(min(interval, remaining))
         remaining = budget_s - (clock.now() - started)
-        if remaining <= 0:
+        if remaining <= 0:  # no poll starts once the budget is spent
             return current, True
-        with anyio.move_on_after(remaining) as scope:  # a read may be abandoned, never a mutation
-            current = await fetch()
+        try:
+            # A read may be abandoned, never a mutation; the backend client gets the same deadline.
+            with anyio.move_on_after(remaining) as scope:
+                current = await fetch(remaining)
+        except BudgetSpent:
+            return current, True
         if scope.cancelled_caught:
             return current, True
         if reporter is not None:
