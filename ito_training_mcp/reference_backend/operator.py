@@ -25,6 +25,7 @@ from . import lifecycle, policy, reviews
 from .desk import session as desk_session
 from .errors import ApiError, invalid_request, not_found
 from .lifecycle import LifecycleError, RunRecord, StageNotAhead, UnknownStage
+from .operator_auth import SCHEME, Verifier
 from .public import READ, WRITE, confirmation_view
 from .state import Backend
 from .store import new_id, rfc3339
@@ -41,24 +42,71 @@ ACTIONS = ("training.create", "training.cancel", "training.cleanup")
 TEN_YEARS_S = 10 * 365 * 86400
 
 
+MAX_SIGNED_BODY = 1024 * 1024
+
+
 class OperatorGuard:
-    """Loopback client and operator bearer token, or a 404 indistinguishable from a missing path."""
+    """Loopback client and a request signed with the operator token (operator_auth.py), or the bare
+    operator bearer token; otherwise a 404 indistinguishable from a missing path."""
 
     def __init__(self, backend: Backend, app: ASGIApp) -> None:
         self.backend, self.app = backend, app
+        self.verifier = Verifier(backend.operator_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
-        token = bearer(Request(scope))
-        allowed = (
-            is_loopback(client[0] if client else None)
-            and token is not None
-            and hmac.compare_digest(token.encode(), self.backend.operator_token.encode())
-        )
+        request = Request(scope)
+        header = request.headers.get("authorization", "")
+        allowed = False
+        if is_loopback(client[0] if client else None):
+            if header.startswith(SCHEME + " "):
+                body = await _body(receive)
+                if body is not None:
+                    receive = _replay(body)
+                    query = scope.get("query_string") or b""
+                    target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1") + (
+                        "?" + query.decode("latin-1") if query else "")
+                    server = scope.get("server")
+                    allowed = self.verifier.verify(header, scope["method"], target,
+                                                   (str(server[0]), int(server[1])) if server else None, body)
+            else:
+                token = bearer(request)
+                allowed = token is not None and hmac.compare_digest(token.encode(),
+                                                                    self.backend.operator_token.encode())
         if not allowed:
             await send_reply(send, Reply.error(not_found()))
             return
         await self.app(scope, receive, send)
+
+
+async def _body(receive: Receive) -> bytes | None:
+    """The whole request body, or None past MAX_SIGNED_BODY."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_SIGNED_BODY:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 # -- field validation ----------------------------------------------------------------------------

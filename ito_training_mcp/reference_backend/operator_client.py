@@ -1,6 +1,7 @@
 """`OperatorClient`: a small synchronous client for the operator API (`/operator`).
 
-Loopback only, with the operator token. Used by `ReferenceBackend.op`, the `ito-training desk`
+Loopback only; each request is signed with the operator token, which is never sent
+(operator_auth.py). Used by `ReferenceBackend.op`, the `ito-training desk`
 CLI and the examples. A refused call raises `OperatorError` with the status and error code only
 (never the body), so nothing the server echoed can end up in a traceback.
 """
@@ -13,6 +14,8 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+from .operator_auth import authority, sign
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
@@ -30,15 +33,22 @@ class OperatorClient:
     """A small synchronous client for `/operator` (loopback + operator token)."""
 
     def __init__(self, base_url: str, operator_token: str, *, timeout_s: float = 10.0) -> None:
+        self._token = operator_token
         self._http = httpx.Client(
             base_url=base_url.rstrip("/") + "/operator",
-            headers={"Authorization": f"Bearer {operator_token}"},
+            event_hooks={"request": [self._sign]},  # the token never travels (operator_auth.py)
             timeout=httpx.Timeout(timeout_s),
             follow_redirects=False,
             trust_env=False,
             # Plain http never uses TLS: skip building a verifying context (~0.1 s per client).
             verify=not base_url.startswith("http://"),
         )
+
+    def _sign(self, request: httpx.Request) -> None:
+        url = request.url
+        port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)
+        request.headers["Authorization"] = sign(self._token, request.method, url.raw_path.decode("ascii"),
+                                                authority(url.host, port), request.read())
 
     def close(self) -> None:
         self._http.close()
