@@ -176,3 +176,35 @@ async def test_without_a_wait_the_cap_does_not_bound_a_read(world: World, connec
     world.op.fault("GET /v1/training-runs/{run_id}", "delay", seconds=1.5)
     envelope = await world.service(**CAPPED).training_status(run_id)
     assert envelope.ok is True, envelope.to_json()
+
+
+async def test_a_wait_that_spends_its_budget_on_another_calls_shared_read_says_so(
+    world: World, manifest_path: str
+) -> None:
+    """A waiting call that joins another call's cold identity read (single flight) and runs out of its
+    own budget first is refused for its budget, not for a backend deadline it never reached."""
+    warm = world.service(**CAPPED)
+    plan = await warm.plan_training(world.booking, manifest_path)
+    assert plan.ok and plan.data is not None, plan.to_json()
+    request_id = plan.data["confirmation_request"]["request_id"]
+    cold = world.service(**CAPPED)  # its own caches: capabilities and identity are cold
+    world.op.fault("GET /v1/me", "delay", seconds=2.5)
+    before = len(world.backend_requests())
+    results: dict[str, Envelope] = {}
+
+    async def leader() -> None:  # no wait: its reads keep the normal 10 s deadline
+        results["leader"] = await cold.confirmation_status(request_id)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(leader)
+        with anyio.fail_after(10):  # the leader's identity read has reached the backend
+            while not any(r["path"] == "/v1/me" for r in world.backend_requests()[before:]):
+                await anyio.sleep(0.01)
+        results["waiter"] = await cold.confirmation_status(request_id, wait_seconds=30)
+    waiter = results["waiter"]
+    _budget_refusal(waiter)
+    assert waiter.error is not None and waiter.error.details is not None
+    assert waiter.error.details["waited_for"] == "identity"
+    assert "another call's identity request" in waiter.error.message
+    assert results["leader"].ok, results["leader"].to_json()
+    assert sum(r["path"] == "/v1/me" for r in world.backend_requests()[before:]) == 1  # shared, never re-sent

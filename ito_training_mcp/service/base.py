@@ -249,9 +249,10 @@ class ServiceBase:
                     self._capabilities_cache[origin] = (time.monotonic() + settings.capabilities_ttl_s, caps)
                 return caps
 
+            wait_s = _flight_wait(api, settings)
             caps = await self._capabilities_flights.run(
-                origin, fetch, wait_s=_flight_wait(api, settings),
-                on_timeout=lambda: _flight_timeout("capabilities", Gate.CAPABILITIES, settings),
+                origin, fetch, wait_s=wait_s,
+                on_timeout=lambda: _flight_timeout("capabilities", Gate.CAPABILITIES, settings, wait_s),
             )
         _require_operations(caps, operations)  # the cache holds only answers with the lifecycle's seven
         return caps
@@ -302,9 +303,10 @@ class ServiceBase:
                 self._identity_cache[cache_key] = (time.monotonic() + settings.capabilities_ttl_s, me.account_id)
             return me.account_id
 
+        wait_s = _flight_wait(api, settings)
         return await self._identity_flights.run(
-            cache_key, fetch, wait_s=_flight_wait(api, settings),
-            on_timeout=lambda: _flight_timeout("identity", gate, settings),
+            cache_key, fetch, wait_s=wait_s,
+            on_timeout=lambda: _flight_timeout("identity", gate, settings, wait_s),
         )
 
     async def _gate_entitlement(
@@ -428,7 +430,17 @@ def _flight_wait(api: BackendClient, settings: BackendSettings) -> float:
     return full if left is None else min(full, left)
 
 
-def _flight_timeout(what: str, gate: Gate, settings: BackendSettings) -> Refusal:
+def _flight_timeout(what: str, gate: Gate, settings: BackendSettings, waited_s: float | None = None) -> Refusal:
+    """`waited_s`: set when this call's own time budget (ITO_TRAINING_MAX_WAIT_S) ended the wait first."""
+    if waited_s is not None and waited_s < settings.timeout_s:
+        return Refusal(
+            ErrorCode.BACKEND_TIMEOUT,
+            f"This call's time budget (ITO_TRAINING_MAX_WAIT_S) ran out while it waited {waited_s:g} s for another "
+            f"call's {what} request to the backend; it sent nothing of its own.",
+            gate=gate, retryable=True,
+            details={"deadline_s": round(waited_s, 3), "waited_for": what, "budget_spent": True},
+            next_step="Make the same call again (with a smaller wait_seconds if this repeats).",
+        )
     return Refusal(
         ErrorCode.BACKEND_TIMEOUT,
         f"Another call's {what} request to the backend did not finish within {settings.timeout_s:g} s; this call "
