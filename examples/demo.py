@@ -61,10 +61,14 @@ async def show(step: str, call: Awaitable[dict[str, Any]], *, keep: tuple[str, .
     print(f"\n--- {step}")
     envelope = await call
     shown = dict(envelope)
+    trimmed: list[str] = []
     if isinstance(shown.get("data"), dict):
+        trimmed = [k for k in shown["data"] if keep is not None and k not in keep]
         shown["data"] = _compact({k: v for k, v in shown["data"].items() if keep is None or k in keep})
     notice = shown.pop("notice", "")
     print(json.dumps(shown, indent=2, ensure_ascii=False))
+    if trimmed:
+        print(textwrap.fill(f"(data trimmed for this page; also in it: {', '.join(trimmed)})", width=WIDTH))
     print(textwrap.fill(f"notice: {notice}", width=WIDTH, subsequent_indent="        "))
     return envelope
 

@@ -348,8 +348,9 @@ def _success_table() -> dict[str, str]:
             "failed gate, and submitting again will not get around it.",
         n.NOTICE_LOGS: "More log lines follow: the next command reads the next page.",
         n.NOTICE_LOGS_END:
-            "These are the latest log lines. For lines added later, run the next command again later: it reads "
-            "from the same cursor (with no cursor, from the first line).",
+            "These are the latest log lines. If the run has finished (ito-training status --run shows its state), "
+            "this is the whole log and what follows is cleanup: ito-training request-confirmation --action cleanup. "
+            "While it runs, the next command reads the lines added since, from the same cursor.",
         n.NOTICE_READ_ONLY: "This is a read-only answer from the backend; nothing was changed.",
         n.NOTICE_CANCELLED:
             "The run was cancelled (or is being cancelled) as confirmed. Nothing else was changed; the booking is "
@@ -397,6 +398,10 @@ def _decided(action: str, status: str) -> str:
                 "is single use and expires.")
     if status == "declined":
         return "Declined at the Itô desk: nothing will be created, cancelled or cleaned up for this request."
+    if status == "expired" and verb == "cancel":
+        return ("The request expired before anyone decided it, or the run finished first; nothing happened. Check "
+                "the run's state first (ito-training status --run with the run id above): a finished run cannot be "
+                "cancelled, only cleaned up.")
     if status == "expired":
         again = "plan it again" if verb == "train" else f"request a new {verb} confirmation"
         return (f"The request expired before anyone decided it; nothing happened. If you still want this, {again} "

@@ -119,7 +119,7 @@ def _logs(data: dict[str, Any]) -> list[str]:
     for line in data.get("lines") or []:
         stage = f" [{line.get('stage')}]" if line.get("stage") else ""
         lines.append(f"{_INDENT}{line.get('ts')}{stage} {line.get('message')}")
-    lines.append(f"next cursor: {data['next_cursor']}" if data.get("next_cursor") else "(end of the log for now)")
+    lines.append(f"next cursor: {data['next_cursor']}" if data.get("next_cursor") else "(end of the log so far)")
     return lines
 
 

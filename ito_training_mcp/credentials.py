@@ -106,7 +106,8 @@ def resolve_credential(env: Mapping[str, str]) -> Credential:
     token_file = env.get(ENV_TOKEN_FILE)
     if token_file is None or token_file.strip() == "":
         raise _refuse(
-            "No Itô credential is configured: set ITO_API_KEY or ITO_TOKEN_FILE in the server's environment.",
+            "No Itô credential is configured: set ITO_API_KEY or ITO_TOKEN_FILE in the environment of the MCP server "
+            "(or of the ito-training command).",
             ENV_API_KEY, "missing",
         )
     from .safe_read import read_regular_file

@@ -472,3 +472,25 @@ def test_the_desks_own_sign_in_link_is_never_a_review_url(backend: ReferenceBack
     assert "/sign-in/" in link
     for request_id in ("creq_1", "creq_" + link.rsplit("/", 1)[1][:8], link.rsplit("/", 2)[1]):
         assert not review_path_names(link, request_id)
+
+
+async def test_a_cancel_request_whose_run_finished_first_reads_as_expired(world: World, manifest_path: str) -> None:
+    """The run finished while the person was still reading: nobody can carry the cancel out any more, so
+    the request reads as expired and the notice sends the agent to the run's state, not to wait on."""
+    service = world.service()
+    plan = await service.plan_training(world.booking, manifest_path)
+    assert plan.data is not None
+    ref = await decide(world, plan.data["confirmation_request"]["request_id"])
+    run = await service.submit_training(world.booking, manifest_path, ref, new_key("submit"))
+    assert run.data is not None
+    run_id = run.data["run_id"]
+    opened = await service.request_confirmation("training.cancel", run_id)
+    assert opened.ok and opened.data is not None, opened.to_json()
+    request_id = opened.data["request_id"]
+    pending = await service.confirmation_status(request_id)
+    assert pending.data is not None and pending.data["status"] == "pending"
+    world.op.finish(run_id)
+    lapsed = await service.confirmation_status(request_id, wait_seconds=5)
+    assert lapsed.ok and lapsed.data is not None, lapsed.to_json()
+    assert lapsed.data["status"] == "expired" and lapsed.data.get("confirmation_ref") is None
+    assert "training_status" in lapsed.notice and "cannot be cancelled" in lapsed.notice

@@ -108,7 +108,10 @@ async def get_request(backend: Backend, ctx: Ctx) -> Reply:
     row = reviews.request(backend.store, request_id) if _ID_RE.fullmatch(request_id) else None
     if row is None or row["account_id"] != ctx.account_id:
         raise ApiError(404, "confirmation_not_found", "No such confirmation request for this account.")
-    return Reply(200, reviews.request_view(row, backend.store.clock(), backend.base_url(ctx.request.scope)))
+    moot = (row["action"] == "training.cancel" and row["status"] == "pending" and row["run_id"] is not None
+            and own_run(backend, ctx.account_id, row["run_id"]).state not in lifecycle.CANCELLABLE_STATES)
+    return Reply(200, reviews.request_view(row, backend.store.clock(), backend.base_url(ctx.request.scope),
+                                           moot=moot))
 
 
 def routes(backend: Backend) -> list[Route]:

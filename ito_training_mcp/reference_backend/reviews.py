@@ -51,10 +51,14 @@ def status_of(row: sqlite3.Row | dict[str, Any], now: float) -> str:
     return str(row["status"])
 
 
-def request_view(row: sqlite3.Row, now: float, base_url: str) -> dict[str, Any]:
+def request_view(row: sqlite3.Row, now: float, base_url: str, *, moot: bool = False) -> dict[str, Any]:
+    """`moot`: a pending cancel request whose run can no longer be cancelled (it finished first) reads as
+    `expired`: nobody can carry it out any more, and a client waiting on it learns so."""
+    status = status_of(row, now)
     return {
         "request_id": row["request_id"], "account_id": row["account_id"], "action": row["action"],
-        "status": status_of(row, now), "booking_id": row["booking_id"], "run_id": row["run_id"],
+        "status": "expired" if moot and status == "pending" else status,
+        "booking_id": row["booking_id"], "run_id": row["run_id"],
         "plan_id": row["plan_id"], "manifest_sha256": row["manifest_sha256"], "max_cost_usd": row["max_cost_usd"],
         "review_url": f"{base_url}/desk/requests/{row['request_id']}",
         "expires_at": rfc3339(row["expires_at"]), "created_at": rfc3339(row["created_at"]),

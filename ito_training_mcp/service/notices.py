@@ -118,6 +118,13 @@ def request_status(action: str, status: str) -> str:
             "it. Stop, tell the user it was declined and hand control back. Do not open a new request or ask them "
             "again unless they bring it up themselves."
         )
+    if status == "expired" and action == "training.cancel":
+        return (
+            "The request expired before anyone decided it, or its run finished first; nothing happened. Call "
+            "training_status for the run: a run that has finished cannot be cancelled (its cleanup is a request of "
+            "its own). Only if it is still active and the user still wants it cancelled, call "
+            "request_confirmation again and show them the new review_url."
+        )
     if status == "expired":
         return (
             "The request expired before anyone decided it; nothing happened. Ask the user whether they still want "
