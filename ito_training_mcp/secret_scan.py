@@ -26,9 +26,11 @@ import bisect
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import pointers
+from .document_strings import DocumentStrings as DocumentStrings
+from .document_strings import Span as _Span
 from .secret_engine import Engine, default_engine
 from .secret_rules import RULES
 
@@ -46,7 +48,6 @@ UNEXAMINED = "unexamined"
 BOUNDED_PASSES = 3  # the work a bounded scan may spend: this many passes over the document's text ...
 BOUNDED_FLOOR = 1 << 18  # ... plus this many bytes, so that no small document is ever cut short
 LONG_STRING = 1 << 16  # in a bounded scan, a string longer than this is searched for one format at most
-_CONTAINERS = (dict, list)
 
 _PLAIN_KEY = pointers.PLAIN_KEY  # one rule for which keys are shown, kept in pointers.py
 
@@ -400,69 +401,9 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget) 
 # ---------------------------------------------------------------------------- documents
 
 
-class _Span(NamedTuple):
-    """One container as `_collect` visits it: its place (parent span, name in it) and its strings."""
-
-    node: Any
-    parent: int  # index of the parent's span; -1 for the document itself
-    name: str | int  # its key or index in the parent (unused for the document itself)
-    first: int  # index in `values` of its first string value
-    strings: int  # how many string values it holds
-    only_strings: bool  # every child is a string (then a value's position is its index minus `first`)
-
-
-def _collect(document: Any) -> tuple[list[str], list[str], list[_Span]]:
-    """Every distinct key, every string value in the order `_pointers` visits them, and the containers
-    in that order. A container holding nothing but strings (a long list of labels) is taken whole."""
-    keys: dict[str, None] = {}
-    values: list[str] = [document] if isinstance(document, str) else []
-    spans: list[_Span] = []
-    stack: list[tuple[Any, int, str | int]] = [(document, -1, "")] if type(document) in _CONTAINERS else []
-    while stack:
-        node, parent, name = stack.pop()
-        if type(node) is dict:
-            keys.update(dict.fromkeys(node))
-            children: Any = node.values()
-        else:
-            children = node
-        first = len(values)
-        try:
-            "".join(children)  # are they all strings? C speed, and no copy is kept
-        except TypeError:
-            values += [child for child in children if isinstance(child, str)]
-            items = node.items() if type(node) is dict else enumerate(node)
-            spans.append(_Span(node, parent, name, first, len(values) - first, False))
-            stack += [(child, len(spans) - 1, key) for key, child in items if type(child) in _CONTAINERS]
-        else:
-            values += children
-            spans.append(_Span(node, parent, name, first, len(values) - first, True))
-    return list(keys), values, spans
-
-
-class DocumentStrings:
-    """Every distinct key and every string value of a parsed document, collected on first use: the
-    scanner and the manifest's character rule both need them, and one walk serves both."""
-
-    def __init__(self, document: Any) -> None:
-        self.document = document
-        self._collected: tuple[list[str], list[str], list[_Span]] | None = None
-
-    def _all(self) -> tuple[list[str], list[str], list[_Span]]:
-        if self._collected is None:
-            self._collected = _collect(self.document)
-        return self._collected
-
-    def get(self) -> tuple[list[str], list[str]]:
-        keys, values, _ = self._all()
-        return keys, values
-
-    def spans(self) -> list[_Span]:
-        return self._all()[2]
-
-
 def _pointers(document: Any, spans: list[_Span], key_kinds: dict[str, list[str]],
               value_kinds_at: dict[int, set[str]], token: Callable[[str | int], str]) -> Iterator[Finding]:
-    """The findings in document order (containers in the order `_collect` visited them; within one,
+    """The findings in document order (containers in the order `document_strings.collect` visited them; within one,
     by position, a key before its value). A pointer is built only for a container that holds a
     finding (and its ancestors): a long list of clean strings costs one step."""
     if isinstance(document, str):
