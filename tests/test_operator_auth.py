@@ -1,5 +1,5 @@
 """The operator token never travels: `ito-training desk` and `OperatorClient` sign each request
-(operator_auth.py), bound to the address they meant to reach, a timestamp and a single-use nonce.
+(operator_auth.py), bound to the literal address they connect to and a nonce the backend issued.
 
 The finding: with `--url` pointing at the wrong loopback port (the backend on another port, or not
 started yet), the CLI sent `Authorization: Bearer <operator token>` to whatever listened there, which
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
@@ -20,14 +19,26 @@ import pytest
 
 from ito_training_mcp.reference_backend import ReferenceBackend
 from ito_training_mcp.reference_backend.desk_cli import run
-from ito_training_mcp.reference_backend.operator_auth import WINDOW_S, Verifier, authority, sign
+from ito_training_mcp.reference_backend.operator_auth import (
+    MAX_OUTSTANDING,
+    NONCE_TTL_S,
+    Verifier,
+    authority,
+    parse,
+    sign,
+)
+from ito_training_mcp.reference_backend.operator_client import OperatorClient
 
 CANNED = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n"
           b"Connection: close\r\n\r\n{\"requests\": []}")
+MADE_UP_NONCE = b'{"nonce": "0123456789abcdef0123456789abcdef"}'
+NONCE_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                + str(len(MADE_UP_NONCE)).encode() + b"\r\nConnection: close\r\n\r\n" + MADE_UP_NONCE)
 
 
 class Squatter:
-    """A loopback listener that records every byte it is sent and answers a canned empty list."""
+    """A loopback listener that records every byte it is sent and answers as a backend would: a made-up
+    nonce, then an empty list."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
@@ -61,6 +72,9 @@ class Squatter:
                     if not chunk:
                         break
                     rest += chunk
+                if head.startswith(b"GET /operator/nonce "):
+                    conn.sendall(NONCE_ANSWER)
+                    continue
                 self.received.append(head + b"\r\n\r\n" + rest)
                 conn.sendall(CANNED)
                 self.got_one.set()
@@ -120,41 +134,82 @@ def test_the_desk_cli_sends_no_token_to_a_listener_on_the_wrong_port_and_what_it
     assert _relay(raw, real_port) == 404
 
 
-def test_a_signed_request_is_good_once_within_its_window_and_only_for_its_address(rb: ReferenceBackend) -> None:
+def _nonce(http: httpx.Client) -> str:
+    answer = http.get("/operator/nonce")
+    assert answer.status_code == 200
+    return str(answer.json()["nonce"])
+
+
+def test_a_signed_request_is_good_once_and_only_for_its_address_path_body_and_key(rb: ReferenceBackend) -> None:
     url = httpx.URL(rb.url)
     assert url.port is not None
     here = authority(url.host, url.port)
     target = "/operator/confirmation-requests"
     with httpx.Client(base_url=rb.url, trust_env=False) as http:
-        header = sign(rb.operator_token, "GET", target, here, b"")
+        nonce = _nonce(http)
+        header = sign(rb.operator_token, "GET", target, here, nonce, b"")
         assert http.get(target, headers={"Authorization": header}).status_code == 200
         assert http.get(target, headers={"Authorization": header}).status_code == 404  # the nonce is spent
-        stale = sign(rb.operator_token, "GET", target, here, b"", now=time.time() - WINDOW_S - 5)
-        assert http.get(target, headers={"Authorization": stale}).status_code == 404
-        elsewhere = sign(rb.operator_token, "GET", target, authority(url.host, url.port + 1), b"")
-        assert http.get(target, headers={"Authorization": elsewhere}).status_code == 404
-        other_path = sign(rb.operator_token, "GET", "/operator/accounts", here, b"")
+        made_up = sign(rb.operator_token, "GET", target, here, "ab" * 16, b"")  # never issued (a restart)
+        assert http.get(target, headers={"Authorization": made_up}).status_code == 404
+        for where in (authority(url.host, url.port + 1), authority("::1", url.port), authority("127.0.0.2", url.port)):
+            elsewhere = sign(rb.operator_token, "GET", target, where, _nonce(http), b"")
+            assert http.get(target, headers={"Authorization": elsewhere}).status_code == 404
+        other_path = sign(rb.operator_token, "GET", "/operator/accounts", here, _nonce(http), b"")
         assert http.get(target, headers={"Authorization": other_path}).status_code == 404
-        wrong_key = sign("x" * 43, "GET", target, here, b"")
+        wrong_key = sign("x" * 43, "GET", target, here, _nonce(http), b"")
         assert http.get(target, headers={"Authorization": wrong_key}).status_code == 404
         # A body is bound too: the signature of one body does not carry another.
         body = b'{"account_id": "signed-acct"}'
-        signed = sign(rb.operator_token, "POST", "/operator/accounts", here, body)
+        signed = sign(rb.operator_token, "POST", "/operator/accounts", here, _nonce(http), body)
         refused = http.post("/operator/accounts", content=b'{"account_id": "other-acct"}',
                             headers={"Authorization": signed, "Content-Type": "application/json"})
         assert refused.status_code == 404
-        signed = sign(rb.operator_token, "POST", "/operator/accounts", here, body)
+        signed = sign(rb.operator_token, "POST", "/operator/accounts", here, _nonce(http), body)
         accepted = http.post("/operator/accounts", content=body,
                              headers={"Authorization": signed, "Content-Type": "application/json"})
         assert accepted.status_code in (200, 201), accepted.text
 
 
-def test_the_verifier_refuses_malformed_headers_and_localhost_names_a_loopback_listener() -> None:
-    clock = [1_000_000.0]
+def test_a_made_up_signed_header_is_refused_before_any_body_is_read(rb: ReferenceBackend) -> None:
+    """The guard looks at the nonce before reading the body: a request that announces a mebibyte and
+    sends none of it is answered at once."""
+    url = httpx.URL(rb.url)
+    assert url.port is not None
+    header = f"ItoOperator-HMAC nonce={'ab' * 16}, sig={'0' * 64}"
+    with socket.create_connection(("127.0.0.1", url.port), timeout=10) as conn:
+        conn.sendall(f"POST /operator/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: {header}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {1 << 20}\r\n\r\n".encode())
+        answer = conn.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 404")
+
+
+def test_the_client_signs_the_literal_address_it_connects_to(rb: ReferenceBackend) -> None:
+    port = httpx.URL(rb.url).port
+    with OperatorClient(f"http://localhost:{port}", rb.operator_token) as op:
+        assert op._http.base_url.host in ("127.0.0.1", "::1")
+        if op._http.base_url.host == "127.0.0.1":
+            assert op.runs() is not None  # the backend listens on 127.0.0.1: signed for it, accepted
+
+
+def test_nonces_are_single_use_expire_and_never_lock_out() -> None:
+    clock = [100.0]
     verifier = Verifier("t" * 43, clock=lambda: clock[0])
-    good = sign("t" * 43, "GET", "/operator/x", authority("localhost", 8765), b"", now=clock[0])
-    assert verifier.verify(good, "GET", "/operator/x", ("127.0.0.1", 8765), b"")
-    for header in ("", "Bearer " + "t" * 43, good.replace("sig=", "sig=0"), good + " ", good.upper()):
-        assert not verifier.verify(header, "GET", "/operator/x", ("127.0.0.1", 8765), b"")
-    assert not verifier.verify(sign("t" * 43, "GET", "/operator/x", authority("127.0.0.1", 8765), b"",
-                                    now=clock[0]), "GET", "/operator/x", None, b"")
+    here = ("127.0.0.1", 8765)
+
+    def header(nonce: str) -> tuple[str, str]:
+        parsed = parse(sign("t" * 43, "GET", "/operator/x", authority(*here), nonce, b""))
+        assert parsed is not None
+        return parsed
+
+    first = verifier.issue()
+    assert verifier.verify(*header(first), "GET", "/operator/x", here, b"")
+    assert not verifier.verify(*header(first), "GET", "/operator/x", here, b"")
+    late = verifier.issue()
+    clock[0] += NONCE_TTL_S + 1
+    assert not verifier.outstanding(late) and not verifier.verify(*header(late), "GET", "/operator/x", here, b"")
+    flood = [verifier.issue() for _ in range(MAX_OUTSTANDING + 10)]  # the oldest are dropped, the newest work
+    assert not verifier.outstanding(flood[0])
+    assert verifier.verify(*header(flood[-1]), "GET", "/operator/x", here, b"")
+    for bad in ("", "Bearer " + "t" * 43, f"ItoOperator-HMAC nonce={flood[-2]}, sig={'0' * 63}"):
+        assert parse(bad) is None

@@ -29,6 +29,7 @@ from starlette.testclient import TestClient
 from ito_training_mcp.reference_backend import OperatorError, ReferenceBackend, create_app
 from ito_training_mcp.reference_backend.cli import main as backend_main
 from ito_training_mcp.reference_backend.cli import operator_token
+from ito_training_mcp.reference_backend.operator_auth import NONCE_PATH
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = (REPO / "examples" / "manifest.json").read_bytes()
@@ -690,6 +691,7 @@ def test_openapi_documents_exactly_the_routes_served(tmp_path: Path) -> None:
         for mount in mounts:
             inner = mount.app.app  # OperatorGuard -> Router
             served |= {f"{m} {mount.path}{r.path}" for r in inner.routes for m in (r.methods or ()) - {"HEAD"}}
+        served.add(f"GET {NONCE_PATH}")  # answered by the operator guard itself
     finally:
         app.state.backend.store.close()
     assert documented == served

@@ -25,7 +25,7 @@ from . import lifecycle, policy, reviews
 from .desk import session as desk_session
 from .errors import ApiError, invalid_request, not_found
 from .lifecycle import LifecycleError, RunRecord, StageNotAhead, UnknownStage
-from .operator_auth import SCHEME, Verifier
+from .operator_auth import NONCE_PATH, SCHEME, Verifier, parse
 from .public import READ, WRITE, confirmation_view
 from .state import Backend
 from .store import new_id, rfc3339
@@ -47,7 +47,8 @@ MAX_SIGNED_BODY = 1024 * 1024
 
 class OperatorGuard:
     """Loopback client and a request signed with the operator token (operator_auth.py), or the bare
-    operator bearer token; otherwise a 404 indistinguishable from a missing path."""
+    operator bearer token; otherwise a 404 indistinguishable from a missing path. `GET /operator/nonce`
+    answers any loopback client: a nonce to sign one request with."""
 
     def __init__(self, backend: Backend, app: ASGIApp) -> None:
         self.backend, self.app = backend, app
@@ -55,24 +56,31 @@ class OperatorGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
+        if not is_loopback(client[0] if client else None):
+            await send_reply(send, Reply.error(not_found()))
+            return
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        if scope["method"] == "GET" and raw_path == NONCE_PATH and not scope.get("query_string"):
+            await send_reply(send, Reply(200, {"nonce": self.verifier.issue()}))
+            return
         request = Request(scope)
         header = request.headers.get("authorization", "")
         allowed = False
-        if is_loopback(client[0] if client else None):
-            if header.startswith(SCHEME + " "):
+        if header.startswith(SCHEME + " "):
+            signed = parse(header)
+            # The nonce is looked at before the body is read: a made-up header costs nothing.
+            if signed is not None and self.verifier.outstanding(signed[0]):
                 body = await _body(receive)
                 if body is not None:
                     receive = _replay(body)
                     query = scope.get("query_string") or b""
-                    target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1") + (
-                        "?" + query.decode("latin-1") if query else "")
+                    target = raw_path + ("?" + query.decode("latin-1") if query else "")
                     server = scope.get("server")
-                    allowed = self.verifier.verify(header, scope["method"], target,
+                    allowed = self.verifier.verify(signed[0], signed[1], scope["method"], target,
                                                    (str(server[0]), int(server[1])) if server else None, body)
-            else:
-                token = bearer(request)
-                allowed = token is not None and hmac.compare_digest(token.encode(),
-                                                                    self.backend.operator_token.encode())
+        else:
+            token = bearer(request)
+            allowed = token is not None and hmac.compare_digest(token.encode(), self.backend.operator_token.encode())
         if not allowed:
             await send_reply(send, Reply.error(not_found()))
             return

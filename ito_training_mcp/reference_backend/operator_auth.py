@@ -1,17 +1,20 @@
 """Signed operator requests: the operator token authenticates a request without ever travelling.
 
-`OperatorClient` (and so `ito-training desk` and the test harness) does not send the operator
-token. It sends `Authorization: ItoOperator-HMAC ts=..., nonce=..., sig=...`, an HMAC-SHA256 keyed
-with the token over the method, the path and query, the address the client meant to reach, a
-timestamp, a nonce and the SHA-256 of the body. So a program that happens to listen where the client
-connects (the backend stopped, another port than the one meant) receives nothing it can use:
+`OperatorClient` (and so `ito-training desk` and the test harness) does not send the operator token.
+For each request it first asks the backend for a nonce (`GET /operator/nonce`, which needs nothing
+and gives nothing away), then sends `Authorization: ItoOperator-HMAC nonce=..., sig=...`: an
+HMAC-SHA256 keyed with the token over the method, the path and query, the literal IP address and
+port the client connects to (a host name is resolved first, by the client), the nonce and the
+SHA-256 of the body. A program that happens to listen where the client connects (the backend on
+another port or address, or not started yet) receives nothing it can use:
 
 - not the token, which it would need to sign anything itself;
-- not a request it can relay to the real backend: the backend checks the signature against its own
-  listening address (the socket's, never the Host header), so a request signed for port 8765 is
-  refused by a backend on any other port or address;
-- not a request it can replay later: the timestamp must be within `WINDOW_S` and each nonce is
-  accepted once.
+- not a request it can relay: the backend checks the signature against the local address of the
+  connection it arrived on (the socket's, never the Host header), so a request signed for
+  127.0.0.1:8765 is refused on any other port or address, `::1` included;
+- not a request it can replay later: a nonce is good once, for `NONCE_TTL_S`, and only in the backend
+  process that issued it, so a request captured while the backend was down is refused after it
+  starts, even on the same address.
 
 A bare `Authorization: Bearer <operator token>` is still accepted, for scripts written against the
 documented API; the product's own clients never send it.
@@ -31,63 +34,78 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 SCHEME = "ItoOperator-HMAC"
-WINDOW_S = 300
-MAX_NONCES = 65536
-_HEADER = re.compile(r"^ItoOperator-HMAC ts=([0-9]{1,12}), nonce=([0-9a-f]{32}), sig=([0-9a-f]{64})$")
+NONCE_PATH = "/operator/nonce"
+NONCE_TTL_S = 60.0
+MAX_OUTSTANDING = 4096  # nonces issued and not yet used; the oldest is dropped first (never a lockout)
+_HEADER = re.compile(r"^ItoOperator-HMAC nonce=([0-9a-f]{32}), sig=([0-9a-f]{64})$")
 
 
 def authority(host: str, port: int) -> str:
-    """The address a signature names: the host as an IP address where it is one (`localhost` stays
-    `localhost`), lower case, and the port."""
-    host = host.strip("[]").lower()
-    with contextlib.suppress(ValueError):
-        host = str(ipaddress.ip_address(host))
-    return f"{host}|{port}"
+    """The address a signature names: a literal IP address in its canonical form, and the port."""
+    return f"{ipaddress.ip_address(host.strip('[]'))}|{port}"
 
 
-def _message(method: str, target: str, where: str, ts: str, nonce: str, body: bytes) -> bytes:
-    return "\n".join(("ito-operator-v1", method.upper(), target, where, ts, nonce,
+def _message(method: str, target: str, where: str, nonce: str, body: bytes) -> bytes:
+    return "\n".join(("ito-operator-v1", method.upper(), target, where, nonce,
                       hashlib.sha256(body).hexdigest())).encode()
 
 
-def sign(token: str, method: str, target: str, where: str, body: bytes, *, now: float | None = None) -> str:
+def sign(token: str, method: str, target: str, where: str, nonce: str, body: bytes) -> str:
     """The Authorization header value for one request. `target`: the path with its query string, as
-    sent; `where`: `authority(host, port)` of the address the client connects to."""
-    ts = str(int(time.time() if now is None else now))
-    nonce = secrets.token_hex(16)
-    sig = hmac.new(token.encode(), _message(method, target, where, ts, nonce, body), hashlib.sha256).hexdigest()
-    return f"{SCHEME} ts={ts}, nonce={nonce}, sig={sig}"
+    sent; `where`: `authority(ip, port)` of the address the client connects to; `nonce`: from the
+    backend's `GET /operator/nonce`."""
+    sig = hmac.new(token.encode(), _message(method, target, where, nonce, body), hashlib.sha256).hexdigest()
+    return f"{SCHEME} nonce={nonce}, sig={sig}"
+
+
+def parse(header: str) -> tuple[str, str] | None:
+    """(nonce, signature) of a well-formed signed header, else None."""
+    match = _HEADER.fullmatch(header)
+    return None if match is None else (match.group(1), match.group(2))
 
 
 class Verifier:
-    """Checks signed requests for one backend: signature, freshness, and each nonce once."""
+    """Issues nonces and checks signed requests, for one backend process."""
 
-    def __init__(self, token: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, token: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._key = token.encode()
         self._clock = clock
-        self._seen: OrderedDict[str, float] = OrderedDict()
+        self._issued: OrderedDict[str, float] = OrderedDict()  # nonce -> when it expires
         self._lock = threading.Lock()
 
-    def verify(self, header: str, method: str, target: str, server: tuple[str, int] | None, body: bytes) -> bool:
-        match = _HEADER.fullmatch(header)
-        if match is None or server is None:
+    def _forget_expired(self, now: float) -> None:
+        while self._issued and next(iter(self._issued.values())) <= now:
+            self._issued.popitem(last=False)
+
+    def issue(self) -> str:
+        nonce = secrets.token_hex(16)
+        with self._lock:
+            now = self._clock()
+            self._forget_expired(now)
+            while len(self._issued) >= MAX_OUTSTANDING:
+                self._issued.popitem(last=False)
+            self._issued[nonce] = now + NONCE_TTL_S
+        return nonce
+
+    def outstanding(self, nonce: str) -> bool:
+        """Was this nonce issued here, and is it still unused and unexpired? (Looked at before reading
+        a body, so a made-up header costs the backend nothing.)"""
+        with self._lock:
+            expires = self._issued.get(nonce)
+            return expires is not None and expires > self._clock()
+
+    def verify(self, nonce: str, sig: str, method: str, target: str, server: tuple[str, int] | None,
+               body: bytes) -> bool:
+        """The signature over this request as it arrived on `server` (the connection's local address);
+        the nonce is used up whatever the outcome, so a guess costs its nonce."""
+        with self._lock:
+            expires = self._issued.pop(nonce, None)
+        if expires is None or expires <= self._clock() or server is None:
             return False
-        ts, nonce, sig = match.groups()
-        now = self._clock()
-        if abs(now - int(ts)) > WINDOW_S:
-            return False
-        host, port = server
-        names = {authority(host, port)}
+        where = None
         with contextlib.suppress(ValueError):
-            if ipaddress.ip_address(host.strip("[]")).is_loopback:
-                names.add(authority("localhost", port))
-        if not any(hmac.compare_digest(sig, hmac.new(self._key, _message(method, target, where, ts, nonce, body),
-                                                     hashlib.sha256).hexdigest()) for where in sorted(names)):
+            where = authority(server[0], server[1])
+        if where is None:
             return False
-        with self._lock:  # a nonce is good once; forgotten only after its timestamp left the window
-            while self._seen and next(iter(self._seen.values())) < now - 2 * WINDOW_S:
-                self._seen.popitem(last=False)
-            if nonce in self._seen or len(self._seen) >= MAX_NONCES:  # full of fresh nonces: refuse
-                return False
-            self._seen[nonce] = now
-        return True
+        expected = hmac.new(self._key, _message(method, target, where, nonce, body), hashlib.sha256).hexdigest()
+        return hmac.compare_digest(sig, expected)

@@ -8,14 +8,17 @@ CLI and the examples. A refused call raises `OperatorError` with the status and 
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
+import socket
 import time
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from .operator_auth import authority, sign
+from .operator_auth import SCHEME, authority, parse, sign
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
@@ -34,21 +37,30 @@ class OperatorClient:
 
     def __init__(self, base_url: str, operator_token: str, *, timeout_s: float = 10.0) -> None:
         self._token = operator_token
+        url = _literal(httpx.URL(base_url.rstrip("/")))
+        self._where = authority(url.host, url.port if url.port is not None else (443 if url.scheme == "https" else 80))
         self._http = httpx.Client(
-            base_url=base_url.rstrip("/") + "/operator",
-            event_hooks={"request": [self._sign]},  # the token never travels (operator_auth.py)
+            base_url=str(url) + "/operator",
             timeout=httpx.Timeout(timeout_s),
             follow_redirects=False,
             trust_env=False,
             # Plain http never uses TLS: skip building a verifying context (~0.1 s per client).
-            verify=not base_url.startswith("http://"),
+            verify=url.scheme != "http",
         )
 
-    def _sign(self, request: httpx.Request) -> None:
-        url = request.url
-        port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)
-        request.headers["Authorization"] = sign(self._token, request.method, url.raw_path.decode("ascii"),
-                                                authority(url.host, port), request.read())
+    def _signed(self, request: httpx.Request) -> httpx.Request:
+        """The request with a signature over it and a nonce fresh from the backend (operator_auth.py);
+        the token itself is never sent."""
+        response = self._http.get("/nonce")
+        try:
+            nonce = response.json()["nonce"] if response.status_code == 200 else None
+        except (ValueError, KeyError, TypeError):
+            nonce = None
+        if not isinstance(nonce, str) or parse(f"{SCHEME} nonce={nonce}, sig={'0' * 64}") is None:
+            raise OperatorError(response.status_code, "invalid_response")
+        request.headers["Authorization"] = sign(self._token, request.method, request.url.raw_path.decode("ascii"),
+                                                self._where, nonce, request.read())
+        return request
 
     def close(self) -> None:
         self._http.close()
@@ -61,7 +73,8 @@ class OperatorClient:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
               params: dict[str, str] | None = None) -> Any:
-        with self._http.stream(method, path, json=body, params=params) as response:
+        request = self._signed(self._http.build_request(method, path, json=body, params=params))
+        with contextlib.closing(self._http.send(request, stream=True)) as response:
             content = b""
             for chunk in response.iter_bytes():
                 content += chunk
@@ -214,3 +227,23 @@ def _seg(value: str) -> str:
 
 def _only(**params: str | None) -> dict[str, str]:
     return {k: v for k, v in params.items() if v is not None}
+
+
+def _literal(url: httpx.URL) -> httpx.URL:
+    """The URL with its host resolved to one literal loopback IP address, so that the address signed is
+    the address connected to (`localhost` may mean 127.0.0.1 or ::1, and another program may listen on
+    the one the backend does not)."""
+    try:
+        ipaddress.ip_address(url.host)
+        return url
+    except ValueError:
+        pass
+    try:
+        found = socket.getaddrinfo(url.host, url.port or 80, type=socket.SOCK_STREAM)
+    except OSError:
+        raise OperatorError(0, "unresolvable_host") from None
+    for *_, sockaddr in found:
+        ip = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
+        if ip.is_loopback:
+            return url.copy_with(host=str(ip))
+    raise OperatorError(0, "not_loopback")
