@@ -124,7 +124,9 @@ def test_the_desk_cli_sends_no_token_to_a_listener_on_the_wrong_port_and_what_it
     code = run(["requests", "--operator-token-file", token_file], stdout=stdout, stderr=stderr,
                env={"ITO_DESK_URL": f"http://127.0.0.1:{squatter.port}"})
     assert squatter.got_one.wait(10), stderr.getvalue()
-    assert code == 0, stdout.getvalue() + stderr.getvalue()
+    # Its answer is not signed by the backend that holds the token: refused, and not printed.
+    assert code == 1 and "(none)" not in stdout.getvalue(), stdout.getvalue() + stderr.getvalue()
+    assert "unsigned_response" in stdout.getvalue() + stderr.getvalue()
     raw = squatter.received[0]
     assert rb.operator_token.encode() not in raw
     assert b"bearer" not in raw.lower() and b"ItoOperator-HMAC" in raw
@@ -197,19 +199,67 @@ def test_nonces_are_single_use_expire_and_never_lock_out() -> None:
     verifier = Verifier("t" * 43, clock=lambda: clock[0])
     here = ("127.0.0.1", 8765)
 
-    def header(nonce: str) -> tuple[str, str]:
+    def checked(nonce: str, server: tuple[str, int] = here) -> bool:
         parsed = parse(sign("t" * 43, "GET", "/operator/x", authority(*here), nonce, b""))
         assert parsed is not None
-        return parsed
+        return verifier.take(parsed[0]) and verifier.verify(*parsed, "GET", "/operator/x", server, b"")
 
     first = verifier.issue()
-    assert verifier.verify(*header(first), "GET", "/operator/x", here, b"")
-    assert not verifier.verify(*header(first), "GET", "/operator/x", here, b"")
+    assert checked(first)
+    assert not checked(first)  # used up
     late = verifier.issue()
     clock[0] += NONCE_TTL_S + 1
-    assert not verifier.outstanding(late) and not verifier.verify(*header(late), "GET", "/operator/x", here, b"")
+    assert not checked(late)
     flood = [verifier.issue() for _ in range(MAX_OUTSTANDING + 10)]  # the oldest are dropped, the newest work
-    assert not verifier.outstanding(flood[0])
-    assert verifier.verify(*header(flood[-1]), "GET", "/operator/x", here, b"")
+    assert not checked(flood[0])
+    assert checked(flood[-1])
+    assert checked(verifier.issue(), ("::ffff:127.0.0.1", 8765))  # a dual-stack socket's form of 127.0.0.1
+    assert not checked(verifier.issue(), ("::1", 8765))
     for bad in ("", "Bearer " + "t" * 43, f"ItoOperator-HMAC nonce={flood[-2]}, sig={'0' * 63}"):
         assert parse(bad) is None
+
+
+def test_a_nonce_is_used_up_even_when_the_announced_body_is_too_large(rb: ReferenceBackend) -> None:
+    url = httpx.URL(rb.url)
+    assert url.port is not None
+    here = authority(url.host, url.port)
+    with httpx.Client(base_url=rb.url, trust_env=False) as http:
+        nonce = _nonce(http)
+        big = b"{" + b" " * (2 << 20) + b"}"
+        header = sign(rb.operator_token, "POST", "/operator/accounts", here, nonce, big)
+        assert http.post("/operator/accounts", content=big, headers={"Authorization": header}).status_code == 404
+        small = b"{}"
+        again = sign(rb.operator_token, "POST", "/operator/accounts", here, nonce, small)
+        assert http.post("/operator/accounts", content=small, headers={"Authorization": again}).status_code == 404
+
+
+def test_answers_to_signed_requests_are_signed_and_the_client_checks(rb: ReferenceBackend) -> None:
+    from ito_training_mcp.reference_backend.operator_auth import RESPONSE_HEADER, response_signature
+
+    url = httpx.URL(rb.url)
+    assert url.port is not None
+    with httpx.Client(base_url=rb.url, trust_env=False) as http:
+        nonce = _nonce(http)
+        header = sign(rb.operator_token, "GET", "/operator/runs", authority(url.host, url.port), nonce, b"")
+        answer = http.get("/operator/runs", headers={"Authorization": header})
+        assert answer.status_code == 200
+        assert answer.headers[RESPONSE_HEADER] == response_signature(rb.operator_token, nonce, 200, answer.content)
+
+
+def test_localhost_falls_back_to_the_loopback_address_that_answers(rb: ReferenceBackend,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`localhost` resolving to ::1 first (common) must not break a backend on 127.0.0.1."""
+    port = httpx.URL(rb.url).port
+    assert port is not None
+    real = socket.getaddrinfo
+
+    def v6_first(host: str, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        if host == "localhost":
+            return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0)),
+                    (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        return list(real(host, *args, **kwargs))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", v6_first)
+    with OperatorClient(f"http://localhost:{port}", rb.operator_token) as op:
+        assert op._http.base_url.host == "127.0.0.1"
+        assert isinstance(op.runs(), list)

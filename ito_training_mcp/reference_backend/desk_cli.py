@@ -40,6 +40,9 @@ _HINTS = {
     "run_terminal": "the run has already ended",
     "stage_passed": "that stage has already passed",
     "stage_not_found": "the run has no stage of that name",
+    "unsigned_response": "the answer was not signed by the backend that holds this operator token; whatever "
+                         "listens at --url is not that backend (check --url and that the backend is running)",
+    "invalid_response": "the answer was not the operator API's; check --url and that the backend is running",
 }
 
 

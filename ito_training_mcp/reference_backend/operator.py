@@ -18,14 +18,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, Router
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..inputs import ID_PATTERN
 from . import lifecycle, policy, reviews
 from .desk import session as desk_session
 from .errors import ApiError, invalid_request, not_found
 from .lifecycle import LifecycleError, RunRecord, StageNotAhead, UnknownStage
-from .operator_auth import NONCE_PATH, SCHEME, Verifier, parse
+from .operator_auth import NONCE_PATH, RESPONSE_HEADER, SCHEME, Verifier, parse
 from .public import READ, WRITE, confirmation_view
 from .state import Backend
 from .store import new_id, rfc3339
@@ -65,26 +65,57 @@ class OperatorGuard:
             return
         request = Request(scope)
         header = request.headers.get("authorization", "")
-        allowed = False
         if header.startswith(SCHEME + " "):
-            signed = parse(header)
-            # The nonce is looked at before the body is read: a made-up header costs nothing.
-            if signed is not None and self.verifier.outstanding(signed[0]):
-                body = await _body(receive)
-                if body is not None:
-                    receive = _replay(body)
-                    query = scope.get("query_string") or b""
-                    target = raw_path + ("?" + query.decode("latin-1") if query else "")
-                    server = scope.get("server")
-                    allowed = self.verifier.verify(signed[0], signed[1], scope["method"], target,
-                                                   (str(server[0]), int(server[1])) if server else None, body)
-        else:
-            token = bearer(request)
-            allowed = token is not None and hmac.compare_digest(token.encode(), self.backend.operator_token.encode())
-        if not allowed:
+            await self._signed(scope, receive, send, request, raw_path, parse(header))
+            return
+        token = bearer(request)
+        if token is None or not hmac.compare_digest(token.encode(), self.backend.operator_token.encode()):
             await send_reply(send, Reply.error(not_found()))
             return
         await self.app(scope, receive, send)
+
+    async def _signed(self, scope: Scope, receive: Receive, send: Send, request: Request, raw_path: str,
+                      signed: tuple[str, str] | None) -> None:
+        """A signed request: the nonce is used up before anything else (so a made-up header, or an
+        announced body too large, costs nothing), then the body is read and the signature checked; the
+        answer carries a signature of its own over the nonce, the status and the body."""
+        length = request.headers.get("content-length", "0")
+        if (signed is None or not self.verifier.take(signed[0])
+                or not length.isascii() or not length.isdigit() or int(length) > MAX_SIGNED_BODY):
+            await send_reply(send, Reply.error(not_found()))
+            return
+        nonce, sig = signed
+        body = await _body(receive)
+        query = scope.get("query_string") or b""
+        target = raw_path + ("?" + query.decode("latin-1") if query else "")
+        server = scope.get("server")
+        if body is None or not self.verifier.verify(nonce, sig, scope["method"], target,
+                                                    (str(server[0]), int(server[1])) if server else None, body):
+            await send_reply(send, Reply.error(not_found()))
+            return
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def signing_send(message: Message) -> None:  # operator answers are small JSON
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+                return
+            if message["type"] == "http.response.body" and start is not None:
+                chunks.append(message.get("body", b""))
+                if message.get("more_body", False):
+                    return
+                content = b"".join(chunks)
+                mac = self.verifier.sign_response(nonce, int(start["status"]), content)
+                headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                headers += [(b"content-length", str(len(content)).encode()),
+                            (RESPONSE_HEADER.encode(), mac.encode())]
+                await send({**start, "headers": headers})
+                await send({"type": "http.response.body", "body": content, "more_body": False})
+                return
+            await send(message)
+
+        await self.app(scope, _replay(body), signing_send)
 
 
 async def _body(receive: Receive) -> bytes | None:

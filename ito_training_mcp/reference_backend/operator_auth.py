@@ -14,7 +14,9 @@ another port or address, or not started yet) receives nothing it can use:
   127.0.0.1:8765 is refused on any other port or address, `::1` included;
 - not a request it can replay later: a nonce is good once, for `NONCE_TTL_S`, and only in the backend
   process that issued it, so a request captured while the backend was down is refused after it
-  starts, even on the same address.
+  starts, even on the same address;
+- no way to pose as the backend: the answer to a signed request carries an HMAC over the nonce, the
+  status and the body (`RESPONSE_HEADER`), and the client refuses an answer without a good one.
 
 A bare `Authorization: Bearer <operator token>` is still accepted, for scripts written against the
 documented API; the product's own clients never send it.
@@ -41,8 +43,22 @@ _HEADER = re.compile(r"^ItoOperator-HMAC nonce=([0-9a-f]{32}), sig=([0-9a-f]{64}
 
 
 def authority(host: str, port: int) -> str:
-    """The address a signature names: a literal IP address in its canonical form, and the port."""
-    return f"{ipaddress.ip_address(host.strip('[]'))}|{port}"
+    """The address a signature names: a literal IP address in its canonical form (an IPv4-mapped IPv6
+    address as its IPv4 address, as a dual-stack socket reports it), and the port."""
+    ip = ipaddress.ip_address(host.strip("[]").split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return f"{ip}|{port}"
+
+
+RESPONSE_HEADER = "x-ito-operator-signature"
+
+
+def response_signature(token: str, nonce: str, status: int, body: bytes) -> str:
+    """What the backend puts in `RESPONSE_HEADER` of the answer to a signed request, and the client
+    checks: so a program posing as the backend cannot make the client print its own answer."""
+    message = "\n".join(("ito-operator-response-v1", nonce, str(status), hashlib.sha256(body).hexdigest()))
+    return hmac.new(token.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
 def _message(method: str, target: str, where: str, nonce: str, body: bytes) -> bytes:
@@ -87,20 +103,18 @@ class Verifier:
             self._issued[nonce] = now + NONCE_TTL_S
         return nonce
 
-    def outstanding(self, nonce: str) -> bool:
-        """Was this nonce issued here, and is it still unused and unexpired? (Looked at before reading
-        a body, so a made-up header costs the backend nothing.)"""
+    def take(self, nonce: str) -> bool:
+        """Use up this nonce: was it issued here, unused and unexpired? Looked at before the body is read,
+        so a made-up header costs the backend nothing, and a nonce is gone whatever follows."""
         with self._lock:
-            expires = self._issued.get(nonce)
+            expires = self._issued.pop(nonce, None)
             return expires is not None and expires > self._clock()
 
     def verify(self, nonce: str, sig: str, method: str, target: str, server: tuple[str, int] | None,
                body: bytes) -> bool:
-        """The signature over this request as it arrived on `server` (the connection's local address);
-        the nonce is used up whatever the outcome, so a guess costs its nonce."""
-        with self._lock:
-            expires = self._issued.pop(nonce, None)
-        if expires is None or expires <= self._clock() or server is None:
+        """The signature over this request as it arrived on `server` (the connection's local address),
+        for a nonce already taken."""
+        if server is None:
             return False
         where = None
         with contextlib.suppress(ValueError):
@@ -109,3 +123,6 @@ class Verifier:
             return False
         expected = hmac.new(self._key, _message(method, target, where, nonce, body), hashlib.sha256).hexdigest()
         return hmac.compare_digest(sig, expected)
+
+    def sign_response(self, nonce: str, status: int, body: bytes) -> str:
+        return response_signature(self._key.decode(), nonce, status, body)

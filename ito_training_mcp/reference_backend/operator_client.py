@@ -9,6 +9,7 @@ CLI and the examples. A refused call raises `OperatorError` with the status and 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import ipaddress
 import json
 import socket
@@ -18,7 +19,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .operator_auth import SCHEME, authority, parse, sign
+from .operator_auth import RESPONSE_HEADER, SCHEME, authority, parse, response_signature, sign
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
@@ -60,6 +61,7 @@ class OperatorClient:
             raise OperatorError(response.status_code, "invalid_response")
         request.headers["Authorization"] = sign(self._token, request.method, request.url.raw_path.decode("ascii"),
                                                 self._where, nonce, request.read())
+        request.extensions = {**request.extensions, "ito_nonce": nonce}
         return request
 
     def close(self) -> None:
@@ -80,6 +82,12 @@ class OperatorClient:
                 content += chunk
                 if len(content) > MAX_RESPONSE_BYTES:
                     raise OperatorError(response.status_code, "response_too_large")
+        mac = response.headers.get(RESPONSE_HEADER, "")
+        expected = response_signature(self._token, request.extensions["ito_nonce"], response.status_code, content)
+        if not hmac.compare_digest(mac.encode(), expected.encode()):  # not from the backend that holds the token
+            # The backend answers a request it cannot verify (a wrong token) with a bare 404.
+            raise OperatorError(response.status_code, "not_found" if response.status_code == 404
+                                else "unsigned_response")
         try:
             document = json.loads(content)
         except ValueError:
@@ -231,19 +239,29 @@ def _only(**params: str | None) -> dict[str, str]:
 
 def _literal(url: httpx.URL) -> httpx.URL:
     """The URL with its host resolved to one literal loopback IP address, so that the address signed is
-    the address connected to (`localhost` may mean 127.0.0.1 or ::1, and another program may listen on
-    the one the backend does not)."""
+    the address connected to: of the loopback addresses the name resolves to (`localhost` may mean
+    ::1 and 127.0.0.1), the first that accepts a connection."""
     try:
         ipaddress.ip_address(url.host)
         return url
     except ValueError:
         pass
+    port = url.port or (443 if url.scheme == "https" else 80)
     try:
-        found = socket.getaddrinfo(url.host, url.port or 80, type=socket.SOCK_STREAM)
+        found = socket.getaddrinfo(url.host, port, type=socket.SOCK_STREAM)
     except OSError:
         raise OperatorError(0, "unresolvable_host") from None
+    candidates = []
     for *_, sockaddr in found:
         ip = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
-        if ip.is_loopback:
-            return url.copy_with(host=str(ip))
-    raise OperatorError(0, "not_loopback")
+        if ip.is_loopback and ip not in candidates:
+            candidates.append(ip)
+    if not candidates:
+        raise OperatorError(0, "not_loopback")
+    for ip in candidates:
+        try:
+            socket.create_connection((str(ip), port), timeout=2).close()
+        except OSError:
+            continue
+        return url.copy_with(host=str(ip))
+    return url.copy_with(host=str(candidates[0]))  # none answers: the call fails as unreachable
