@@ -75,14 +75,7 @@ def fences(text: str) -> list[Fence]:
 
 def prose(text: str) -> str:
     """The text outside fenced blocks and inline code spans (where links are links)."""
-    out, inside = [], False
-    for line in text.split("\n"):
-        if re.match(r"^\s*```", line):
-            inside = not inside
-            out.append("")
-            continue
-        out.append("" if inside else re.sub(r"`[^`\n]*`", "", line))
-    return "\n".join(out)
+    return re.sub(r"`[^`\n]*`", "", prose_with_code(text))
 
 
 def inline_code(text: str) -> list[str]:
@@ -90,6 +83,7 @@ def inline_code(text: str) -> list[str]:
 
 
 def prose_with_code(text: str) -> str:
+    """The text outside fenced blocks (each fence line and each line inside one left empty)."""
     out, inside = [], False
     for line in text.split("\n"):
         if re.match(r"^\s*```", line):

@@ -110,14 +110,19 @@ async def test_plan_desk_status_submit_over_mcp(connect: ClientFactory, world: W
     assert len(requests_of(world)) == 1
 
 
-async def test_cancel_and_cleanup_through_requests(world: World, manifest_path: str) -> None:
-    service = world.service()
+async def confirmed_run(world: World, service: TrainingService, manifest_path: str) -> str:
+    """Planned, confirmed at the desk (as the person would) and submitted: the new run's id."""
     plan = await service.plan_training(world.booking, manifest_path)
     assert plan.data is not None
     ref = await decide(world, plan.data["confirmation_request"]["request_id"])
     run = await service.submit_training(world.booking, manifest_path, ref, new_key("submit"))
     assert run.data is not None
-    run_id = run.data["run_id"]
+    return str(run.data["run_id"])
+
+
+async def test_cancel_and_cleanup_through_requests(world: World, manifest_path: str) -> None:
+    service = world.service()
+    run_id = await confirmed_run(world, service, manifest_path)
     world.op.advance(run_id)
 
     early = await service.request_confirmation("training.cleanup", run_id)  # still running: no cleanup yet
@@ -478,12 +483,7 @@ async def test_a_cancel_request_whose_run_finished_first_reads_as_expired(world:
     """The run finished while the person was still reading: nobody can carry the cancel out any more, so
     the request reads as expired and the notice sends the agent to the run's state, not to wait on."""
     service = world.service()
-    plan = await service.plan_training(world.booking, manifest_path)
-    assert plan.data is not None
-    ref = await decide(world, plan.data["confirmation_request"]["request_id"])
-    run = await service.submit_training(world.booking, manifest_path, ref, new_key("submit"))
-    assert run.data is not None
-    run_id = run.data["run_id"]
+    run_id = await confirmed_run(world, service, manifest_path)
     opened = await service.request_confirmation("training.cancel", run_id)
     assert opened.ok and opened.data is not None, opened.to_json()
     request_id = opened.data["request_id"]

@@ -11,6 +11,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,22 +88,21 @@ class Tenant:
     def person(self) -> Person:
         return self.rb.person(self.account_id)
 
-
-@pytest.fixture
-def make_tenant(rb: ReferenceBackend) -> Iterator[Any]:
-    clients: list[httpx.Client] = []
-
-    def make() -> Tenant:
+    @classmethod
+    @contextmanager
+    def opened(cls, rb: ReferenceBackend) -> Iterator[Tenant]:
+        """A new account with an API token and a booking, and a client for the API as that account."""
         account = rb.op.account()
         _, token = rb.op.token(account)
         booking = rb.op.booking(account, nodes=2)["booking_id"]
-        api = httpx.Client(base_url=rb.url, headers={"Authorization": f"Bearer {token}"}, trust_env=False)
-        clients.append(api)
-        return Tenant(rb, account, token, booking, api)
+        with httpx.Client(base_url=rb.url, headers={"Authorization": f"Bearer {token}"}, trust_env=False) as api:
+            yield cls(rb, account, token, booking, api)
 
-    yield make
-    for api in clients:
-        api.close()
+
+@pytest.fixture
+def make_tenant(rb: ReferenceBackend) -> Iterator[Any]:
+    with ExitStack() as stack:
+        yield lambda: stack.enter_context(Tenant.opened(rb))
 
 
 @pytest.fixture

@@ -29,11 +29,8 @@ def rb(clock: Clock) -> Iterator[ReferenceBackend]:
 
 @pytest.fixture
 def tenant(rb: ReferenceBackend) -> Iterator[Tenant]:
-    account = rb.op.account()
-    _, token = rb.op.token(account)
-    booking = rb.op.booking(account, nodes=2)["booking_id"]
-    with httpx.Client(base_url=rb.url, headers={"Authorization": f"Bearer {token}"}, trust_env=False) as api:
-        yield Tenant(rb, account, token, booking, api)
+    with Tenant.opened(rb) as opened:
+        yield opened
 
 
 def browser(rb: ReferenceBackend) -> httpx.Client:

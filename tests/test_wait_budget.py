@@ -206,5 +206,6 @@ async def test_a_wait_that_spends_its_budget_on_another_calls_shared_read_says_s
     assert waiter.error is not None and waiter.error.details is not None
     assert waiter.error.details["waited_for"] == "identity"
     assert "another call's identity request" in waiter.error.message
+    assert waiter.live_api_contacted is True  # its own capabilities read (gate 3 looks at the extra operations)
     assert results["leader"].ok, results["leader"].to_json()
     assert sum(r["path"] == "/v1/me" for r in world.backend_requests()[before:]) == 1  # shared, never re-sent
