@@ -27,13 +27,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from . import secret_scan, strict_json
 from .config import ManifestSettings
@@ -158,12 +159,13 @@ def checked_uris(document: Any, *, controls_possible: bool = True) -> frozenset[
     joined = "".join(uris)
     if (not uris or not joined.isascii() or (controls_possible and not joined.isprintable())
             or not all(map(str.startswith, uris, repeat(_URI_PREFIXES))) or _has_any(joined)
-            or not _URI_PREFIX_SET.isdisjoint(uris)):
+            or not _URI_PREFIX_SET.isdisjoint([uri for uri in uris if len(uri) <= _LONGEST_PREFIX])):
         return frozenset()
     return frozenset(map(id, uris))
 
 
 _URI_PREFIX_SET = frozenset(_URI_PREFIXES)  # a URI that is a scheme prefix and nothing more is refused
+_LONGEST_PREFIX = max(map(len, _URI_PREFIXES))  # only a URI this short can be one (hashing long ones costs)
 
 
 Uri = Annotated[
@@ -181,6 +183,31 @@ _SPACES = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000"  # Unicode
 _LABEL_PATTERN = f"^[^{_SPACES}]+(?: [^{_SPACES}]+)*$"
 WHITESPACE = "whitespace"
 Label = Annotated[str, Field(min_length=1, max_length=200, pattern=_LABEL_PATTERN)]
+_LABEL_RE = re.compile(_LABEL_PATTERN)
+
+
+def _unpadded(labels: list[str]) -> list[str]:
+    """The label rule for a whole list of labels (the eval suites, a manifest's most numerous strings:
+    pydantic's pattern check costs ~0.1 us a label). One look at them all: ASCII labels joined by
+    single spaces, with a space before and after, hold no two spaces in a row exactly when none of
+    them starts or ends with a space or holds two in a row -- the only ways an ASCII label misses the
+    pattern (`min_length` refuses an empty one). Anything else is checked label by label, with
+    pydantic's own error for each label that misses."""
+    joined = "\n".join(labels)
+    if joined.isascii() and (" " not in joined or "  " not in f" {joined.replace(chr(10), ' ')} "):
+        return labels  # (a label holding a newline only makes the look stricter)
+    missed = [InitErrorDetails(type=PydanticCustomError("string_pattern_mismatch", "String should match pattern "
+                                                        "'{pattern}'", {"pattern": _LABEL_PATTERN}),
+                               loc=(index,), input=label)
+              for index, label in enumerate(labels) if not _LABEL_RE.fullmatch(label)]
+    if missed:
+        raise ValidationError.from_exception_data("Labels", missed)
+    return labels
+
+
+# A list of labels: each bounded on its own, the pattern checked for the list at once (`_unpadded`).
+_ListedLabel = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": _LABEL_PATTERN})]
+Labels = Annotated[list[_ListedLabel], AfterValidator(_unpadded)]
 
 
 class TrainingTarget(StrEnum):
@@ -212,7 +239,7 @@ class Model(_Strict):
 
 class Decontamination(_Strict):
     method: Label = Field(description="How the data was decontaminated, e.g. '13-gram overlap'.")
-    eval_suites: list[Label] = Field(min_length=1, max_length=100,
+    eval_suites: Labels = Field(min_length=1, max_length=100,
                                      description="Eval suites the data was checked against.")
     report: Uri = Field(description="Where the decontamination report lives.")
     checked_at: IsoDate = Field(description="Date of the decontamination check (YYYY-MM-DD).")
@@ -362,6 +389,19 @@ def review_sources(review: dict[str, Any], strings: str) -> tuple[str, ...]:
     return strings, review["description"] or "", revisions, REVIEW_KEYS
 
 
+def verbatim_sources(content: bytes, review: dict[str, Any]) -> str | None:
+    """For a manifest that passed gate 2 and holds no backslash: its text, then the review's derived
+    strings (the size and the two amounts as the review writes them). JSON without a backslash has no
+    escape, so every string of the manifest stands in its text as it is, and every string of the
+    review is in this one text: the egress checks it instead of a joined copy of the review's strings
+    (`review_strings`). None when the manifest holds a backslash."""
+    if b"\\" in content:  # one byte search
+        return None
+    budget = review["budget"]
+    return "\n".join((content.decode("utf-8"), review["model"]["size"], budget["ceiling_usd"],
+                      budget["max_incremental_cost_usd"]))
+
+
 def _schema_problems(exc: ValidationError) -> list[dict[str, str]]:
     """Locations and fixed messages only: pydantic's input values are file content, and so are
     keys (an unknown key is masked in its pointer unless it is a plain identifier)."""
@@ -486,20 +526,33 @@ class DigestedManifest(BaseModel):
     file: FileBytes
     manifest: TrainingManifest
 
+    _summary: dict[str, Any] | None = PrivateAttr(default=None)
+
     @property
     def sha256(self) -> str:
         return self.file.sha256
 
     def summary(self) -> dict[str, Any]:
+        """What the digest shows: the path, the digest, the review and its text. Made once, by the
+        first caller (`digest_manifest_file(summarize=True)`: in the thread that digested the bytes,
+        which has the document's objects in its cache and keeps the event loop free)."""
+        if self._summary is None:
+            self._summary = self._summarize()
+        return self._summary
+
+    def _summarize(self) -> dict[str, Any]:
         review = self.manifest.review()
-        strings = review_strings(review)
-        printable = _ascii_printable(self.file.content)
+        content = self.file.content
+        printable = _ascii_printable(content)
+        text = verbatim_sources(content, review)
+        strings = review_strings(review) if text is None else text
+        sources = review_sources(review, strings) if text is None else (text, REVIEW_KEYS)
         return {
             "path": self.file.path,
             "sha256": self.file.sha256,
             "size_bytes": self.file.size_bytes,
             "schema_version": SCHEMA_VERSION,
-            "review": LocalTree(review, sources=review_sources(review, strings), ascii_printable=printable),
+            "review": LocalTree(review, sources=sources, ascii_printable=printable),
             "review_text": LocalText(review_text(review, self.file.sha256, ascii_printable=printable), strings=strings,
                                      ascii_printable=printable),
         }
@@ -512,11 +565,15 @@ def _ascii_printable(content: bytes) -> bool:
 
 
 def digest_manifest_file(
-    path: object, settings: ManifestSettings, *, hooks: ReadHooks | None = None
+    path: object, settings: ManifestSettings, *, hooks: ReadHooks | None = None, summarize: bool = False
 ) -> DigestedManifest:
-    """Gate 2: read once, securely; parse strictly; scan; validate. The file is never read twice."""
+    """Gate 2: read once, securely; parse strictly; scan; validate. The file is never read twice.
+    `summarize`: make the summary now, too."""
     file = read_regular_file(path, max_bytes=settings.max_bytes, roots=settings.roots, hooks=hooks)
-    return DigestedManifest(file=file, manifest=parse_manifest(file.content))
+    digested = DigestedManifest(file=file, manifest=parse_manifest(file.content))
+    if summarize:
+        digested.summary()
+    return digested
 
 
 if __name__ == "__main__":  # python -m ito_training_mcp.manifest > schemas/ito.training.manifest.v1.schema.json

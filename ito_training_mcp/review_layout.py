@@ -31,20 +31,23 @@ MIN_WIDTH = VALUE_COLUMN + 24
 INDENT = " " * VALUE_COLUMN
 ITEM = "  - "
 LABELS = ("Model:", "Target:", "Post-training:", "Budget:", "Checkpoints:", "Data:", "SHA-256:")
+NOT_SHOWN = "Not shown:"  # review_text's row counting the data references it leaves out
+TEXT_MAX_LINES = 400  # review_text's length: what a person can read in a conversation
+_CLOSING_LINES = 3  # room kept for the `Not shown:` row (two lines at most) and the SHA-256 row
 
 
 @functools.lru_cache(maxsize=16)
 def _chunker(limit: int) -> re.Pattern[str]:
     """The layout's usual wrap: the longest chunk of at most `limit` characters that ends before a
     space (dropped) or at the end of the text; else exactly `limit` characters. Each chunk backtracks
-    at most `limit` characters, so a text costs at most `limit` steps per character: used up to
-    `FAST_FROM` characters of review."""
+    at most `limit` characters, so a text costs at most `limit` steps per character: used for values
+    of up to `FAST_FROM` characters."""
     return re.compile(f"(.{{1,{limit}}})(?: |\\Z)|(.{{{limit}}})")
 
 
 @functools.lru_cache(maxsize=16)
 def _fast_chunker(limit: int) -> re.Pattern[str]:
-    """The wrap of a long review: one chunk, after at most one space (a break, dropped): the next
+    """The wrap of a long value: one chunk, after at most one space (a break, dropped): the next
     `limit` characters when none of them is a space; else, when a space follows within the window's
     last quarter, the text up to the first such space; else up to `limit` characters (the rest, or a
     hard break). Nothing backtracks (the quarter is scanned possessively): linear, with all the work
@@ -54,24 +57,25 @@ def _fast_chunker(limit: int) -> re.Pattern[str]:
     return re.compile(f" ?([^ ]{{{limit}}}|.{{{keep}}}[^ ]{{0,{limit - keep}}}+(?= )|.{{1,{limit}}})")
 
 
-FAST_FROM = 64 * 1024  # characters of review from which the linear wrap is used
+FAST_FROM = 1024  # characters of a value from which the linear wrap is used
 
 
-def wrap(text: str, columns: int, *, fast: bool = False) -> list[str]:
+def wrap(text: str, columns: int, *, fast: bool | None = None) -> list[str]:
     """`text` in chunks of at most `columns` terminal columns, broken at a space where there is one
-    (with `fast`, only where one lies in a chunk's last quarter)."""
+    (with `fast`, only where one lies in a chunk's last quarter; by default, for a text longer than
+    `FAST_FROM` characters)."""
     limit = columns if text.isascii() else max(1, columns // 2)
     if len(text) <= limit:
         return [text]
-    if fast:
+    if len(text) > FAST_FROM if fast is None else fast:
         return _fast_chunker(limit).findall(text) or [""]
     return [soft or hard for soft, hard in _chunker(limit).findall(text)] or [""]
 
 
 def review_fields(review: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, value) for every line the layout starts; the label `ITEM` marks a data reference."""
+    """(label, value) for every line the layout starts before the data references (`Data:` last)."""
     model, budget, checkpoints = review["model"], review["budget"], review["checkpoints"]
-    fields = [
+    return [
         ("Model:", f"{model['name']} ({model['size']} parameters) @ {model['revision']}"),
         ("Target:", f"{review['target']}"),
         ("Post-training:", " -> ".join(review["post_training"]) or "none"),
@@ -80,38 +84,57 @@ def review_fields(review: dict[str, Any]) -> list[tuple[str, str]]:
                          f"to {checkpoints['storage']}"),
         ("Data:", ""),
     ]
-    for ref in review["data"]:
-        d = ref["decontamination"]
-        fields.append((ITEM, "".join((ref["name"], ": ", ref["uri"], " (decontaminated by ", d["method"], " against ",
-                                      ", ".join(d["eval_suites"]), " on ", d["checked_at"], "; report ", d["report"],
-                                      ")"))))
-    return fields
+
+
+def data_value(ref: dict[str, Any]) -> str:
+    """What the layout shows of one data reference, after `ITEM`."""
+    d = ref["decontamination"]
+    return "".join((ref["name"], ": ", ref["uri"], " (decontaminated by ", d["method"], " against ",
+                    ", ".join(d["eval_suites"]), " on ", d["checked_at"], "; report ", d["report"], ")"))
 
 
 def review_lines(review: dict[str, Any], sha256: str, width: int = REVIEW_WIDTH) -> list[str]:
-    """The review laid out at most `width` columns wide (`MIN_WIDTH` at least): every line starts with
-    a label (padded to `VALUE_COLUMN`), with `ITEM`, or with `VALUE_COLUMN` spaces."""
-    return _laid_out(review, sha256, width, shown_as_is=False).split("\n")
+    """The whole review laid out at most `width` columns wide (`MIN_WIDTH` at least): every line
+    starts with a label (padded to `VALUE_COLUMN`), with `ITEM`, or with `VALUE_COLUMN` spaces."""
+    return _laid_out(review, sha256, width, shown_as_is=False, max_lines=None).split("\n")
 
 
 def review_text(review: dict[str, Any], sha256: str, *, ascii_printable: bool = False) -> str:
-    """The review as text, `REVIEW_WIDTH` columns wide. `ascii_printable`: the caller knows every
-    string of the review is printable ASCII (gate 2's verdict on the bytes), so none needs escaping."""
-    return _laid_out(review, sha256, REVIEW_WIDTH, shown_as_is=ascii_printable)
+    """The review as text, `REVIEW_WIDTH` columns wide and at most `TEXT_MAX_LINES` lines: the first
+    lines of `review_lines` at that width, with the data references that fit (the first always),
+    then a `Not shown:` row that counts the others, then the SHA-256 row. `ascii_printable`: the
+    caller knows every string of the review is printable ASCII (gate 2's verdict on the bytes), so
+    none needs escaping."""
+    return _laid_out(review, sha256, REVIEW_WIDTH, shown_as_is=ascii_printable, max_lines=TEXT_MAX_LINES)
 
 
 _BREAK = "\n" + INDENT
 
 
-def _laid_out(review: dict[str, Any], sha256: str, width: int, *, shown_as_is: bool) -> str:
+def _laid_out(review: dict[str, Any], sha256: str, width: int, *, shown_as_is: bool, max_lines: int | None) -> str:
     columns = max(width, MIN_WIDTH) - VALUE_COLUMN
-    fields = [*review_fields(review), ("SHA-256:", sha256)]
-    fast = sum(len(value) for _, value in fields) > FAST_FROM
-    blocks: list[str] = []
-    for label, value in fields:
-        chunks = wrap(value if shown_as_is else escape(value), columns, fast=fast)
+
+    def block(label: str, value: str) -> str:
+        chunks = wrap(value if shown_as_is else escape(value), columns)
         head = label if label == ITEM else label.ljust(VALUE_COLUMN)
-        blocks.append(head + _BREAK.join(chunks) if value else head.rstrip(" "))
+        return head + _BREAK.join(chunks) if value else head.rstrip(" ")
+
+    blocks = [block(label, value) for label, value in review_fields(review)]
+    room = None if max_lines is None else max_lines - sum(b.count("\n") + 1 for b in blocks) - _CLOSING_LINES
+    data = review["data"]
+    shown = 0
+    for ref in data:
+        laid = block(ITEM, data_value(ref))
+        if room is not None:
+            room -= laid.count("\n") + 1
+            if room < 0 and shown:
+                break
+        blocks.append(laid)
+        shown += 1
+    if shown < len(data):
+        blocks.append(block(NOT_SHOWN, f"{len(data) - shown} of {len(data)} data references: every one is in "
+                                       "data.review.data, and the desk's review page shows them all"))
+    blocks.append(block("SHA-256:", sha256))
     return "\n".join(blocks)
 
 

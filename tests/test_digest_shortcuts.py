@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from ito_training_mcp import egress, manifest, manifest_characters, review_layout, strict_json
 from ito_training_mcp.credentials import Credential
@@ -294,3 +294,93 @@ def test_a_registered_credential_in_the_review_is_redacted_though_the_bytes_were
     assert data["review"].ascii_printable
     wire = egress.clean_envelope(success(data, notice="n", live_api_contacted=False)).to_json()
     assert secret not in wire and "<redacted>" in wire
+
+
+# ---------------------------------------------------------------------------- eval suites checked together
+
+LABEL_PARTS = st.sampled_from(["a", "b", "x y", " ", "  ", "\n", "\t", "\u00a0", "\u2009", "\u3000", "é", "密"])
+SUITE = st.lists(LABEL_PARTS, min_size=1, max_size=5).map("".join)
+
+
+def _type_verdict(adapter: TypeAdapter[Any], value: Any) -> Any:
+    try:
+        adapter.validate_python(value, strict=True)
+    except ValidationError as exc:
+        return [(e["loc"], e["type"], e["msg"]) for e in exc.errors(include_url=False, include_input=False)]
+    return "ok"
+
+
+@SETTINGS
+@given(st.lists(SUITE, min_size=1, max_size=6))
+def test_eval_suites_checked_together_get_each_labels_own_verdict(suites: list[str]) -> None:
+    """`Labels` (one look at the list, the pattern per label only when that look finds a space out of
+    place) answers exactly as the pattern on every label: the same errors at the same places."""
+    together = _type_verdict(TypeAdapter(manifest.Labels), suites)
+    assert together == _type_verdict(TypeAdapter(list[manifest.Label]), suites)
+    if together != "ok":
+        assert manifest._schema_problems(_validation_error(manifest.Labels, suites))[0]["problem"] == manifest.WHITESPACE
+
+
+def _validation_error(annotation: Any, value: Any) -> ValidationError:
+    try:
+        TypeAdapter(annotation).validate_python(value, strict=True)
+    except ValidationError as exc:
+        return exc
+    raise AssertionError("valid")
+
+
+# ---------------------------------------------------------------------------- the manifest's text as the source
+
+@st.composite
+def documents(draw: st.DrawFn) -> Doc:
+    doc = copy.deepcopy(EXAMPLE)
+    doc["description"] = draw(st.none() | review_strings)
+    doc["model"]["name"] = draw(review_labels)
+    for ref in doc["data"]:
+        ref["name"] = draw(review_labels)
+        ref["decontamination"]["eval_suites"] = draw(st.lists(review_labels, min_size=1, max_size=3))
+    return doc
+
+
+@SETTINGS
+@given(documents(), st.booleans())
+def test_a_manifest_without_a_backslash_holds_every_string_of_its_review(doc: Doc, ascii_only: bool) -> None:
+    """Why the egress may check the manifest's text instead of a joined copy of the review's strings:
+    with no backslash in it, JSON has no escape, so every key and string of the review is in the text
+    (the derived size and amounts are appended). With one, the review's own strings are used."""
+    content = json.dumps(doc, ensure_ascii=ascii_only).encode()
+    review = manifest.TrainingManifest.model_validate(doc, strict=True).review()
+    text = manifest.verbatim_sources(content, review)
+    if b"\\" in content:
+        assert text is None
+        return
+    assert text is not None
+    for string in _keys_and_strings(review):
+        assert string in text or string in manifest.REVIEW_KEYS, string
+
+
+@pytest.mark.parametrize("description", ["plain words", "two\nlines"])  # without and with a backslash
+async def test_a_registered_credential_in_a_digested_manifest_never_leaves(write_file: Any, description: str) -> None:
+    from ito_training_mcp.service import TrainingService
+
+    doc = copy.deepcopy(EXAMPLE)
+    doc["description"] = description
+    doc["model"]["name"] = "acme/" + CANARY_TOKEN
+    env = await TrainingService({"ITO_API_KEY": CANARY_TOKEN}).digest_manifest(write_file(doc))
+    assert env.ok and env.data is not None, env
+    assert (b"\\" in json.dumps(doc).encode()) == ("\n" in description)
+    assert CANARY_TOKEN not in env.to_json()
+    assert env.data["review_text"] == egress.REVIEW_WITHHELD_NOTE
+    assert env.data["review"]["model"]["name"] == "acme/<redacted>"
+
+
+def test_the_summary_is_made_once_in_the_digesting_thread(tmp_path: Any) -> None:
+    from ito_training_mcp.config import ManifestSettings
+
+    path = tmp_path / "manifest.json"
+    path.write_bytes(EXAMPLE_MANIFEST.read_bytes())
+    path.chmod(0o600)
+    digested = manifest.digest_manifest_file(str(path), ManifestSettings.from_env({}), summarize=True)
+    made = digested._summary
+    assert made is not None and digested.summary() is made and digested.summary() is made
+    assert manifest.digest_manifest_file(str(path), ManifestSettings.from_env({}))._summary is None

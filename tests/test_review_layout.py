@@ -23,7 +23,9 @@ from ito_training_mcp.review_layout import (
     ITEM,
     LABELS,
     MIN_WIDTH,
+    NOT_SHOWN,
     REVIEW_WIDTH,
+    TEXT_MAX_LINES,
     VALUE_COLUMN,
     review_lines,
     review_text,
@@ -156,19 +158,63 @@ def test_a_registered_credential_split_by_the_layout_withholds_the_text() -> Non
         "review_text": "Model:         x"}
 
 
-def test_a_long_review_takes_the_linear_wrap_and_keeps_the_layout(example_document: dict[str, Any]) -> None:
-    """Past FAST_FROM characters the layout wraps with the linear pattern: still every line starts with
-    a label, the item marker or the continuation indent, and no line is wider than the layout."""
-    from ito_training_mcp.review_layout import FAST_FROM, INDENT, LABELS, REVIEW_WIDTH, review_text
-
+def _many_references(example_document: dict[str, Any], count: int, extra: int) -> dict[str, Any]:
     document = json.loads(json.dumps(example_document))
     ref = document["data"][0]
-    document["data"] = [{**ref, "name": f"set {i} of many words", "uri": ref["uri"] + "x" * 1500 + str(i)}
-                        for i in range(60)]
-    parsed = manifest.parse_manifest(json.dumps(document).encode())
-    text = review_text(parsed.review(), "0" * 64)
-    assert len(text) > FAST_FROM
-    for line in text.split("\n"):
+    document["data"] = [{**ref, "name": f"set {i} of many words", "uri": ref["uri"] + "x" * extra + str(i)}
+                        for i in range(count)]
+    return document
+
+
+def test_a_long_value_takes_the_linear_wrap_and_keeps_the_layout(example_document: dict[str, Any]) -> None:
+    """A value past FAST_FROM characters is wrapped with the linear pattern: still every line starts
+    with a label, the item marker or the continuation indent, and no line is wider than the layout."""
+    from ito_training_mcp.review_layout import FAST_FROM
+
+    parsed = manifest.parse_manifest(json.dumps(_many_references(example_document, 60, 1500)).encode())
+    lines = review_lines(parsed.review(), "0" * 64)
+    assert all(len(ref["uri"]) > FAST_FROM for ref in parsed.review()["data"])
+    assert len([line for line in lines if line.startswith(ITEM)]) == 60
+    for line in lines:
         assert len(line) <= REVIEW_WIDTH
         assert line.startswith((*LABELS, ITEM, INDENT)), line
         assert not line.startswith(INDENT) or not line[len(INDENT):].startswith(" ")
+
+
+# ------------------------------------------------------------------------ review_text: bounded
+
+@pytest.mark.parametrize(("count", "extra"), [(60, 1500), (256, 40), (3, 2000)])
+def test_review_text_is_bounded_and_counts_what_it_leaves_out(example_document: dict[str, Any], count: int,
+                                                              extra: int) -> None:
+    """What an agent shows in a conversation is at most TEXT_MAX_LINES lines: the whole review's first
+    lines, as many data references as fit (each whole), a `Not shown:` row that counts the rest and
+    says where every one is, and the SHA-256 row. The CLI and the desk show them all."""
+    review = manifest.parse_manifest(json.dumps(_many_references(example_document, count, extra)).encode()).review()
+    full = review_lines(review, SHA)
+    lines = review_text(review, SHA).split("\n")
+    assert len(lines) <= TEXT_MAX_LINES
+    assert lines[-1] == full[-1] and lines[-1].startswith("SHA-256:")
+    shown = len([line for line in lines if line.startswith(ITEM)])
+    if len(full) <= TEXT_MAX_LINES:
+        assert lines == full and shown == count
+        return
+    assert 1 <= shown < count
+    at = next(i for i, line in enumerate(lines) if line.startswith(NOT_SHOWN))
+    assert lines[:at] == full[:at]  # the same layout, cut between two references
+    assert full[at].startswith(ITEM)
+    assert lines[at].startswith(f"{NOT_SHOWN.ljust(VALUE_COLUMN)}{count - shown} of {count} data references: ")
+    said = " ".join(line.strip() for line in lines[at:-1])
+    assert said.endswith("every one is in data.review.data, and the desk's review page shows them all")
+    for line in lines:
+        assert columns(line) <= REVIEW_WIDTH
+        assert line.startswith((*LABELS, NOT_SHOWN, ITEM, INDENT)), line
+
+
+def test_the_first_reference_is_shown_even_when_it_alone_passes_the_bound(example_document: dict[str, Any]) -> None:
+    document = _many_references(example_document, 2, 0)
+    document["data"][0]["decontamination"]["eval_suites"] = [f"suite-{i:03d}-" + "y" * 180 for i in range(100)]
+    review = manifest.parse_manifest(json.dumps(document).encode()).review()
+    lines = review_text(review, SHA).split("\n")
+    assert len([line for line in lines if line.startswith(ITEM)]) == 1
+    assert any(line.startswith(f"{NOT_SHOWN.ljust(VALUE_COLUMN)}1 of 2 ") for line in lines)
+    assert "suite-099-" in "".join(line.strip() for line in lines)  # the first reference whole

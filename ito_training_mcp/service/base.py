@@ -10,6 +10,7 @@ call is interrupted. Gates 0-2 are local: they run before any credential is read
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -222,12 +223,14 @@ class ServiceBase:
             )
         return settings
 
-    async def _gate_manifest(self, path: str) -> DigestedManifest:
-        """Gate 2: secure read, strict JSON, secret scan, schema; the digest of the bytes read."""
+    async def _gate_manifest(self, path: str, *, summarize: bool = False) -> DigestedManifest:
+        """Gate 2: secure read, strict JSON, secret scan, schema; the digest of the bytes read. In a
+        worker thread, with the summary when the caller shows it (`summarize`)."""
         from ..manifest import digest_manifest_file
 
         settings = ManifestSettings.from_env(self.env)
-        return await anyio.to_thread.run_sync(digest_manifest_file, path, settings)
+        return await anyio.to_thread.run_sync(functools.partial(digest_manifest_file, path, settings,
+                                                                summarize=summarize))
 
     async def _gate_capabilities(
         self, api: BackendClient, settings: BackendSettings, operations: tuple[str, ...] = ()

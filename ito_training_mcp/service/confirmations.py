@@ -76,7 +76,7 @@ class ConfirmationOperations(ServiceBase):
             path = inputs.manifest_path(manifest_path)
             call.note(booking_id=booking)
             settings = self._gate_availability()                             # 1 availability
-            digested = await self._gate_manifest(path)                       # 2 manifest
+            digested = await self._gate_manifest(path, summarize=True)       # 2 manifest
             call.note(manifest_sha256=digested.sha256)
             async with self._backend(settings, call) as api:
                 await self._gate_capabilities(api, settings, _operations())           # 3 capabilities (+2)
