@@ -12,29 +12,20 @@ are what a submit sends.
 
 from __future__ import annotations
 
-import functools
-import re
-from datetime import date
-from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from itertools import repeat
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from . import secret_scan, strict_json
 from .config import ManifestSettings
@@ -44,6 +35,24 @@ from .errors import ManifestRefusal
 from .manifest_characters import CHARACTER_CLASSES as CHARACTER_CLASSES
 from .manifest_characters import character_class as character_class
 from .manifest_characters import character_problems, may_hold_forbidden
+from .manifest_values import (
+    DATA_MAX,
+    SUITES_MAX,
+    SUITES_MIN,
+    IsoDate,
+    Label,
+    Labels,
+    Money,
+    Uri,
+    in_order,
+    merged,
+    places_in,
+    problems_at,
+    problems_of_valid,
+)
+from .manifest_values import LABEL_PATTERN as _LABEL_PATTERN
+from .manifest_values import URI_NOT_ASCII as URI_NOT_ASCII
+from .manifest_values import WHITESPACE as WHITESPACE
 from .pointers import pointer as safe_pointer
 from .review_layout import review_strings
 from .review_layout import review_text as review_text
@@ -52,162 +61,9 @@ from .schema_trim import trim_unknown_keys
 
 SCHEMA_VERSION = "ito.training.manifest.v1"
 SCHEMA_ID = "https://ito.example/schemas/ito.training.manifest.v1.schema.json"
-MONEY_MAX = Decimal("100000000.00")
-_MONEY_PATTERN = r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,2})?$"
-_MONEY_RE = re.compile(_MONEY_PATTERN)
 _IMMUTABLE_REVISION = r"^([0-9a-f]{40}|[0-9a-f]{64}|sha256:[0-9a-f]{64})$"
-_DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-_DATE_RE = re.compile(_DATE_PATTERN)
-_URI_SCHEMES = ("s3", "gs", "az", "hf", "https", "ito")
-# Printable ASCII after the scheme, but for space, `?`, `#` and `@`: a URI the person reads is the URI
-# used, with no look-alike letter from another script and nothing invisible (internationalised host
-# names in their xn-- form, other non-ASCII percent-encoded).
-_URI_PATTERN = r"^(s3|gs|az|hf|https|ito)://[\x21\x22\x24-\x3e\x41-\x7e]+$"
 MAX_SCHEMA_PROBLEMS = 20
-
-
-def _money(value: object) -> Decimal:
-    if not isinstance(value, str):
-        raise ValueError('money must be a decimal string such as "1500.00", not a JSON number')
-    if not _MONEY_RE.fullmatch(value):
-        raise ValueError('money must be a non-negative decimal string with at most two decimals, e.g. "1500.00"')
-    try:
-        amount = Decimal(value)
-    except InvalidOperation:  # pragma: no cover - the pattern already guarantees a decimal
-        raise ValueError("money must be a decimal string") from None
-    if amount <= 0:
-        raise ValueError("money must be greater than zero")
-    if amount > MONEY_MAX:
-        raise ValueError("money exceeds the maximum this schema accepts")
-    return amount
-
-
-Money = Annotated[
-    Decimal,
-    BeforeValidator(_money),
-    PlainSerializer(lambda d: f"{d:.2f}", return_type=str),
-    WithJsonSchema({"type": "string", "pattern": _MONEY_PATTERN, "description": 'Decimal USD, e.g. "1500.00".'}),
-]
-
-
-def _iso_date(value: object) -> str:
-    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
-        raise ValueError("must be a date in YYYY-MM-DD form")
-    if not _calendar_date(value):
-        raise ValueError("must be a real calendar date")
-    return value
-
-
-@functools.lru_cache(maxsize=1024)  # a manifest's references mostly share one check date
-def _calendar_date(value: str) -> bool:
-    try:
-        date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
-
-
-IsoDate = Annotated[str, BeforeValidator(_iso_date), WithJsonSchema({"type": "string", "format": "date"})]
-# _URI_PATTERN, checked without a regex scan of every character (data references are long paths, and
-# the pattern constraint was most of the schema's cost): the same verdict, error type and message for
-# ASCII text; a URI with any other character gets its own problem, `uri_not_ascii`.
-_URI_FORBIDDEN_ASCII = "\t\n\x0b\x0c\r ?#@"  # what `_has_any` looks for, one byte search each
-URI_NOT_ASCII = "uri_not_ascii"
-
-
-def _uri(value: str, info: ValidationInfo) -> str:
-    checked = info.context.get(CHECKED_URIS) if isinstance(info.context, dict) else None
-    if checked is not None and id(value) in checked:
-        return value  # this very string passed `checked_uris`
-    if not value.isascii():
-        raise PydanticCustomError(URI_NOT_ASCII, "A URI must be ASCII: an internationalised host name in its xn-- "
-                                                 "form, any other character percent-encoded")
-    end = value.find("://")
-    if not (end > 0 and value[:end] in _URI_SCHEMES and len(value) > end + 3 and value.isprintable()
-            and not _has_any(value)):
-        raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
-                                  {"pattern": _URI_PATTERN})
-    return value
-
-
-def _has_any(text: str) -> bool:  # a byte search per character of _URI_FORBIDDEN_ASCII, no generator
-    return ("\t" in text or "\n" in text or "\x0b" in text or "\x0c" in text or "\r" in text or " " in text
-            or "?" in text or "#" in text or "@" in text)
-
-
-CHECKED_URIS = "ito.checked_uris"  # the validation context's key for `checked_uris`
-_URI_PREFIXES = tuple(f"{scheme}://" for scheme in _URI_SCHEMES)
-
-
-def checked_uris(document: Any, *, controls_possible: bool = True) -> frozenset[int]:
-    """The ids of the strings at a manifest's URI fields (data[].uri, data[].decontamination.report,
-    checkpoints.storage) that `_uri` accepts, checked all at once: one byte search per forbidden
-    character over all of them joined, instead of nine per URI. Empty unless every one of them is
-    ASCII and passes; then `_uri` checks each as usual. `controls_possible=False`: the caller knows
-    from the bytes that no string holds a control character (the character rule's look at them), so
-    the printability pass over the joined URIs is skipped."""
-    if type(document) is not dict:
-        return frozenset()
-    data = document.get("data")
-    refs = [ref for ref in data if type(ref) is dict] if type(data) is list else []
-    found = [ref.get("uri") for ref in refs]
-    found += [d.get("report") for d in [ref.get("decontamination") for ref in refs] if type(d) is dict]
-    checkpoints = document.get("checkpoints")
-    if type(checkpoints) is dict:
-        found.append(checkpoints.get("storage"))
-    uris = [uri for uri in found if type(uri) is str]
-    joined = "".join(uris)
-    if (not uris or not joined.isascii() or (controls_possible and not joined.isprintable())
-            or not all(map(str.startswith, uris, repeat(_URI_PREFIXES))) or _has_any(joined)
-            or not _URI_PREFIX_SET.isdisjoint([uri for uri in uris if len(uri) <= _LONGEST_PREFIX])):
-        return frozenset()
-    return frozenset(map(id, uris))
-
-
-_URI_PREFIX_SET = frozenset(_URI_PREFIXES)  # a URI that is a scheme prefix and nothing more is refused
-_LONGEST_PREFIX = max(map(len, _URI_PREFIXES))  # only a URI this short can be one (hashing long ones costs)
-
-
-Uri = Annotated[
-    str,
-    Field(min_length=6, max_length=2048, json_schema_extra={"pattern": _URI_PATTERN},
-          description=f"A stable location: scheme one of {', '.join(_URI_SCHEMES)}; printable ASCII only "
-                      "(internationalised host names in their xn-- form); no credentials, query string or "
-                      "fragment."),
-    AfterValidator(_uri),
-]
-# A label (a model, dataset, method or eval-suite name) is words separated by single spaces: no space
-# at either end, no run of spaces, no other kind of space (no-break, ideographic ...). Padding is how a
-# label could push its text to where the review's own lines are (problem class `whitespace`).
-_SPACES = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000"  # Unicode's space separators (Zs)
-_LABEL_PATTERN = f"^[^{_SPACES}]+(?: [^{_SPACES}]+)*$"
-WHITESPACE = "whitespace"
-Label = Annotated[str, Field(min_length=1, max_length=200, pattern=_LABEL_PATTERN)]
-_LABEL_RE = re.compile(_LABEL_PATTERN)
-
-
-def _unpadded(labels: list[str]) -> list[str]:
-    """The label rule for a whole list of labels (the eval suites, a manifest's most numerous strings:
-    pydantic's pattern check costs ~0.1 us a label). One look at them all: ASCII labels joined by
-    single spaces, with a space before and after, hold no two spaces in a row exactly when none of
-    them starts or ends with a space or holds two in a row -- the only ways an ASCII label misses the
-    pattern (`min_length` refuses an empty one). Anything else is checked label by label, with
-    pydantic's own error for each label that misses."""
-    joined = "\n".join(labels)
-    if joined.isascii() and (" " not in joined or "  " not in f" {joined.replace(chr(10), ' ')} "):
-        return labels  # (a label holding a newline only makes the look stricter)
-    missed = [InitErrorDetails(type=PydanticCustomError("string_pattern_mismatch", "String should match pattern "
-                                                        "'{pattern}'", {"pattern": _LABEL_PATTERN}),
-                               loc=(index,), input=label)
-              for index, label in enumerate(labels) if not _LABEL_RE.fullmatch(label)]
-    if missed:
-        raise ValidationError.from_exception_data("Labels", missed)
-    return labels
-
-
-# A list of labels: each bounded on its own, the pattern checked for the list at once (`_unpadded`).
-_ListedLabel = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": _LABEL_PATTERN})]
-Labels = Annotated[list[_ListedLabel], AfterValidator(_unpadded)]
+NO_CONTROLS = "ito.no_controls"  # validation context: True when the bytes hold no control character
 
 
 class TrainingTarget(StrEnum):
@@ -239,7 +95,7 @@ class Model(_Strict):
 
 class Decontamination(_Strict):
     method: Label = Field(description="How the data was decontaminated, e.g. '13-gram overlap'.")
-    eval_suites: Labels = Field(min_length=1, max_length=100,
+    eval_suites: Labels = Field(min_length=SUITES_MIN, max_length=SUITES_MAX,
                                      description="Eval suites the data was checked against.")
     report: Uri = Field(description="Where the decontamination report lives.")
     checked_at: IsoDate = Field(description="Date of the decontamination check (YYYY-MM-DD).")
@@ -289,7 +145,7 @@ class TrainingManifest(_Strict):
     description: str | None = Field(default=None, max_length=2000, description="Free text for the reviewer.")
     model: Model
     target: TrainingTarget = Field(description="pretrain, continued_pretrain, fine_tune or rl.")
-    data: list[DataRef] = Field(min_length=1, max_length=256)
+    data: list[DataRef] = Field(min_length=1, max_length=DATA_MAX)
     post_training: list[PostTrainingStep] = Field(
         max_length=3, description="Ordered post-training steps from sft, dpo, rlvr; [] for none."
     )
@@ -323,6 +179,32 @@ class TrainingManifest(_Strict):
             except ValueError:
                 raise ValueError("each step must be one of sft, dpo, rlvr") from None
         return value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _values_checked_together(cls, data: Any, handler: ModelWrapValidatorHandler[TrainingManifest],
+                                 info: ValidationInfo) -> TrainingManifest:
+        """The URI, check-date and eval-suite label rules, for all values at once (`manifest_values`),
+        with their errors where pydantic would have put them. A manifest already made was checked then."""
+        if isinstance(data, TrainingManifest):
+            return handler(data)
+        try:
+            manifest = handler(data)
+        except ValidationError as exc:
+            ours = problems_at(places_in(data))
+            if ours:
+                raise merged(cls.__name__, exc, ours, _order) from None
+            raise
+        refs = manifest.data
+        decontaminations = [ref.decontamination for ref in refs]
+        problems = problems_of_valid(
+            [ref.uri for ref in refs] + [d.report for d in decontaminations] + [manifest.checkpoints.storage],
+            [d.checked_at for d in decontaminations], [d.eval_suites for d in decontaminations],
+            lambda: places_in(data),
+            controls_possible=not (isinstance(info.context, dict) and info.context.get(NO_CONTROLS) is True))
+        if problems:
+            raise in_order(cls.__name__, problems, _order)
+        return manifest
 
     def review(self) -> dict[str, Any]:
         """Exactly what the manifest asks for, shaped for a person to confirm."""
@@ -389,17 +271,16 @@ def review_sources(review: dict[str, Any], strings: str) -> tuple[str, ...]:
     return strings, review["description"] or "", revisions, REVIEW_KEYS
 
 
-def verbatim_sources(content: bytes, review: dict[str, Any]) -> str | None:
+def verbatim_sources(text: str, review: dict[str, Any]) -> str | None:
     """For a manifest that passed gate 2 and holds no backslash: its text, then the review's derived
     strings (the size and the two amounts as the review writes them). JSON without a backslash has no
     escape, so every string of the manifest stands in its text as it is, and every string of the
     review is in this one text: the egress checks it instead of a joined copy of the review's strings
     (`review_strings`). None when the manifest holds a backslash."""
-    if b"\\" in content:  # one byte search
+    if "\\" in text:  # one character search
         return None
     budget = review["budget"]
-    return "\n".join((content.decode("utf-8"), review["model"]["size"], budget["ceiling_usd"],
-                      budget["max_incremental_cost_usd"]))
+    return "\n".join((text, review["model"]["size"], budget["ceiling_usd"], budget["max_incremental_cost_usd"]))
 
 
 def _schema_problems(exc: ValidationError) -> list[dict[str, str]]:
@@ -436,11 +317,11 @@ def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManif
     MAX_SCHEMA_PROBLEMS are reported: unknown keys past those are left out before validating (at the
     top level always, a cheap look; in nested objects when the count shows many problems), which
     changes neither the count nor the problems reported (see schema_trim.py). `controls_possible`:
-    as in `checked_uris`."""
+    False when the caller knows from the bytes that no string holds a control character (the
+    character rule's look at them), so the URI rule skips its printability pass."""
     trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
     try:
-        return TrainingManifest.model_validate(trimmed, strict=True, context={
-            CHECKED_URIS: checked_uris(trimmed, controls_possible=controls_possible)})
+        return TrainingManifest.model_validate(trimmed, strict=True, context={NO_CONTROLS: not controls_possible})
     except ValidationError as exc:
         count = exc.error_count() + left_out
         if exc.error_count() > _MANY_PROBLEMS:
@@ -450,6 +331,22 @@ def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManif
             except ValidationError as fewer:
                 exc = fewer
         return _SchemaRefusal(count, _schema_problems(exc))
+
+
+def _order(loc: tuple[str | int, ...]) -> tuple[int, ...]:
+    """Where pydantic reports an error at `loc` among the others: a model's fields in their order, an
+    unknown key after them, list items by index."""
+    model: type[BaseModel] | None = TrainingManifest
+    key: list[int] = []
+    for part in loc:
+        if isinstance(part, int):
+            key.append(part)
+            continue
+        fields = list(model.model_fields) if model is not None else []
+        key.append(fields.index(part) if part in fields else len(fields))
+        nested = _NESTED_MODELS.get(model, {}).get(part) if model is not None else None
+        model = nested[0] if nested is not None else None
+    return tuple(key)
 
 
 _MANY_PROBLEMS = 256
@@ -462,7 +359,12 @@ def _invalid_json(exc: strict_json.StrictJSONError) -> ManifestRefusal:
 
 
 def parse_manifest(content: bytes) -> TrainingManifest:
-    """Strict JSON -> secret scan -> character rule -> schema, or raise `ManifestRefusal`.
+    """Strict JSON -> secret scan -> character rule -> schema, or raise `ManifestRefusal`."""
+    return _parsed(content)[0]
+
+
+def _parsed(content: bytes) -> tuple[TrainingManifest, str]:
+    """`parse_manifest`, with the text the bytes decoded to.
 
     The refusals come in that order. The schema is consulted first, silently: a document it refuses
     is refused whatever the scan finds, so the scan may bound its work there (see `secret_scan.scan`);
@@ -515,7 +417,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
             check="schema",
             details={"problems": validated.problems},
         ))
-    return validated
+    return validated, text
 
 
 class DigestedManifest(BaseModel):
@@ -527,6 +429,7 @@ class DigestedManifest(BaseModel):
     manifest: TrainingManifest
 
     _summary: dict[str, Any] | None = PrivateAttr(default=None)
+    _text: str | None = PrivateAttr(default=None)  # what the bytes decoded to, kept from the parse
 
     @property
     def sha256(self) -> str:
@@ -534,17 +437,16 @@ class DigestedManifest(BaseModel):
 
     def summary(self) -> dict[str, Any]:
         """What the digest shows: the path, the digest, the review and its text. Made once, by the
-        first caller (`digest_manifest_file(summarize=True)`: in the thread that digested the bytes,
-        which has the document's objects in its cache and keeps the event loop free)."""
+        first caller (`digest_bytes(summarize=True)`, or whoever shows it first)."""
         if self._summary is None:
             self._summary = self._summarize()
         return self._summary
 
     def _summarize(self) -> dict[str, Any]:
         review = self.manifest.review()
-        content = self.file.content
-        printable = _ascii_printable(content)
-        text = verbatim_sources(content, review)
+        decoded = self.file.content.decode("utf-8") if self._text is None else self._text
+        printable = _ascii_printable(decoded)
+        text = verbatim_sources(decoded, review)
         strings = review_strings(review) if text is None else text
         sources = review_sources(review, strings) if text is None else (text, REVIEW_KEYS)
         return {
@@ -558,22 +460,33 @@ class DigestedManifest(BaseModel):
         }
 
 
-def _ascii_printable(content: bytes) -> bool:
-    """For a manifest that passed gate 2: ASCII bytes without a `\\u` escape decode to ASCII strings,
-    in which the character rule left no control character but tab and newline (in the description)."""
-    return content.isascii() and (b"\\" not in content or b"\\u" not in content)  # one byte first: memchr
+def _ascii_printable(text: str) -> bool:
+    """For a manifest that passed gate 2: ASCII text without a `\\u` escape holds ASCII strings, in
+    which the character rule left no control character but tab and newline (in the description)."""
+    return text.isascii() and ("\\" not in text or "\\u" not in text)  # `isascii` is a flag; then memchr
+
+
+def read_manifest(path: object, settings: ManifestSettings, *, hooks: ReadHooks | None = None) -> FileBytes:
+    """Gate 2's read: once, securely, with the SHA-256 of the bytes read (the part that can block)."""
+    return read_regular_file(path, max_bytes=settings.max_bytes, roots=settings.roots, hooks=hooks)
+
+
+def digest_bytes(file: FileBytes, *, summarize: bool = False) -> DigestedManifest:
+    """The rest of gate 2 on what `read_manifest` read: strict JSON, secret scan, character rule and
+    schema. `summarize`: make the summary now, too."""
+    manifest, text = _parsed(file.content)
+    digested = DigestedManifest(file=file, manifest=manifest)
+    digested._text = text
+    if summarize:
+        digested.summary()
+    return digested
 
 
 def digest_manifest_file(
     path: object, settings: ManifestSettings, *, hooks: ReadHooks | None = None, summarize: bool = False
 ) -> DigestedManifest:
-    """Gate 2: read once, securely; parse strictly; scan; validate. The file is never read twice.
-    `summarize`: make the summary now, too."""
-    file = read_regular_file(path, max_bytes=settings.max_bytes, roots=settings.roots, hooks=hooks)
-    digested = DigestedManifest(file=file, manifest=parse_manifest(file.content))
-    if summarize:
-        digested.summary()
-    return digested
+    """Gate 2: read once, securely; parse strictly; scan; validate. The file is never read twice."""
+    return digest_bytes(read_manifest(path, settings, hooks=hooks), summarize=summarize)
 
 
 if __name__ == "__main__":  # python -m ito_training_mcp.manifest > schemas/ito.training.manifest.v1.schema.json

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from ito_training_mcp import egress, manifest, manifest_characters, review_layout, strict_json
+from ito_training_mcp import egress, manifest, manifest_characters, manifest_values, review_layout, strict_json
 from ito_training_mcp.credentials import Credential
 from ito_training_mcp.envelope import ErrorCode, success
 from ito_training_mcp.errors import ManifestRefusal
@@ -108,28 +108,115 @@ URIS = st.one_of(
 )
 
 
+# Every place a rule checked with the whole manifest applies, in document order.
+RULE_PLACES: list[tuple[str | int, ...]] = [
+    ("data", 0, "uri"), ("data", 0, "decontamination", "eval_suites"), ("data", 0, "decontamination", "report"),
+    ("data", 0, "decontamination", "checked_at"), ("data", 1, "uri"), ("data", 1, "decontamination", "eval_suites"),
+    ("data", 1, "decontamination", "report"), ("data", 1, "decontamination", "checked_at"), ("checkpoints", "storage")]
+RULE_VALUES = st.one_of(
+    URIS, st.sampled_from(["2026-02-30", "2026-01-01", "20260101", "", " x", "x" * 2049, "s3://" + "y" * 2044]),
+    st.integers(0, 3), st.none(), st.just({"k": "v"}),
+    st.lists(st.sampled_from(["ok", "x y", " x", "a  b", "", "q\u00a0r", "é é", "x" * 201, "p "]), max_size=4))
+
+
+def _put(document: Doc, place: tuple[str | int, ...], value: Any) -> Doc:
+    document = copy.deepcopy(document)
+    holder = _at(document, place[:-1])
+    holder[place[-1]] = copy.deepcopy(value)
+    return document
+
+
+def _two_references() -> Doc:
+    document = copy.deepcopy(EXAMPLE)
+    document["data"] = [copy.deepcopy(document["data"][0]) for _ in range(2)]
+    return document
+
+
 @SETTINGS
-@given(st.lists(URIS, min_size=3, max_size=3))
-def test_uris_checked_together_give_each_uri_its_own_verdict(uris: list[str]) -> None:
-    document = copy.deepcopy(EXAMPLE)
-    document["data"][0]["uri"], document["data"][1]["decontamination"]["report"], document["checkpoints"]["storage"] = uris
-    checked = manifest.checked_uris(document)
-    assert fast_schema_verdict(document) == full_schema_verdict(document)
-    each_valid = all(full_schema_verdict({**EXAMPLE, "checkpoints": {**EXAMPLE["checkpoints"], "storage": u}}) == "valid"
-                     for u in uris)
-    if checked:  # only when every one of them passes, and then for exactly those strings
-        assert each_valid and {id(u) for u in uris} <= checked
+@given(st.lists(st.tuples(st.integers(0, len(RULE_PLACES) - 1), RULE_VALUES), max_size=4, unique_by=lambda e: e[0]),
+       st.sampled_from([None, ("model", "name"), ("budget", "ceiling_usd"), ("data", 1, "name"), ("zzz",)]))
+def test_values_checked_together_get_each_values_own_verdict_in_document_order(
+        edits: list[tuple[int, Any]], other: tuple[str, ...] | None) -> None:
+    """The URI, date and label-list rules run once for the whole manifest, yet every value gets the
+    verdict it gets alone, at its own pointer, among pydantic's errors (`other`: one more elsewhere)
+    in document order: a manifest with several of these wrong reports what each alone reports."""
+    base = _two_references() if other is None else _put(_two_references(), other, " padded")
+    alone = [] if other is None else list(fast_schema_verdict(base)[1])
+    document = base
+    for index, value in sorted(edits):
+        document = _put(document, RULE_PLACES[index], value)
+        verdict = fast_schema_verdict(_put(base, RULE_PLACES[index], value))
+        alone += [] if verdict == "valid" else [p for p in verdict[1] if p not in alone]
+    together = fast_schema_verdict(document)
+    assert (together if together == "valid" else sorted(together[1], key=_rank)) == (
+        "valid" if not alone else sorted(alone, key=_rank))
+    if together != "valid":
+        assert together[1] == sorted(together[1], key=_rank)  # already in document order
+        assert together == full_schema_verdict(document)
 
 
-def test_a_pre_checked_string_is_skipped_only_for_that_very_object() -> None:
-    """The context names strings by identity: an equal string elsewhere is still checked."""
-    bad, twin = "".join(["s3://a", " b"]), "".join(["s3://a", " b"])
-    assert bad == twin and bad is not twin
-    document = copy.deepcopy(EXAMPLE)
-    document["checkpoints"]["storage"] = bad
-    with pytest.raises(ValidationError):
-        manifest.TrainingManifest.model_validate(document, strict=True, context={manifest.CHECKED_URIS: {id(twin)}})
-    manifest.TrainingManifest.model_validate(document, strict=True, context={manifest.CHECKED_URIS: {id(bad)}})
+# pydantic's order: a model's fields as declared, then its unknown keys; list items by index.
+FIELD_ORDER: dict[str, list[str]] = {
+    "": ["schema_version", "description", "model", "target", "data", "post_training", "budget", "checkpoints"],
+    "model": ["name", "parameter_count", "revision"], "data": ["name", "uri", "revision", "decontamination"],
+    "decontamination": ["method", "eval_suites", "report", "checked_at"],
+    "budget": ["ceiling_usd", "max_incremental_cost_usd"], "checkpoints": ["interval_steps", "retain_last", "storage"]}
+
+
+def _rank(problem: dict[str, str]) -> tuple[int, ...]:
+    key: list[int] = []
+    model: str | None = ""
+    for part in problem["pointer"].split("/")[1:]:
+        if part.isdigit():
+            key.append(int(part))
+            continue
+        fields = FIELD_ORDER.get(model, []) if model is not None else []
+        key.append(fields.index(part) if part in fields else len(fields))
+        model = part if part in FIELD_ORDER and part in fields else None
+    return tuple(key)
+
+
+LABELS_TO_TRY = st.lists(st.lists(st.sampled_from(["a", "b", "x y", " ", "  ", "\n", "\t", "\u00a0", "\u2009", "\u3000",
+                                                   "é", "密"]), min_size=1, max_size=5).map("".join),
+                         min_size=1, max_size=6)
+
+
+@SETTINGS
+@given(LABELS_TO_TRY)
+def test_a_listed_label_gets_the_label_patterns_verdict(suites: list[str]) -> None:
+    """One look at all eval suites (the pattern per label only when that look finds a space out of
+    place) answers exactly as pydantic's pattern on every label: the same errors at the same places."""
+    document = _put(EXAMPLE, ("data", 0, "decontamination", "eval_suites"), suites)
+    try:
+        manifest.TrainingManifest.model_validate(document, strict=True)
+        got: Any = "ok"
+    except ValidationError as exc:
+        got = [(e["loc"][4:], e["type"], e["msg"]) for e in exc.errors(include_url=False)]
+    try:
+        TypeAdapter(list[manifest.Label]).validate_python(suites, strict=True)
+        expected: Any = "ok"
+    except ValidationError as exc:
+        expected = [(e["loc"], e["type"], e["msg"]) for e in exc.errors(include_url=False)]
+    assert got == expected
+
+
+@SETTINGS
+@given(st.lists(URIS, min_size=1, max_size=4), st.lists(st.sampled_from(["2026-01-01", "2024-02-29", "2026-02-29",
+                                                                         "2026-1-01", "x"]), min_size=1, max_size=3),
+       st.lists(LABELS_TO_TRY, min_size=1, max_size=3), st.booleans())
+def test_the_look_at_all_values_misses_nothing(uris: list[str], dates: list[str], suites: list[list[str]],
+                                               controls_possible: bool) -> None:
+    """`problems_of_valid` settles a manifest on one look per rule only when every value passes on its
+    own; otherwise it gives exactly each value's verdict. (Without control characters in the bytes,
+    as `controls_possible=False` promises, a URI has none either.)"""
+    if not controls_possible:
+        uris = [u for u in uris if u.isprintable()] or ["s3://b/k"]
+    uris = [u for u in uris if manifest_values.URI_MIN <= len(u) <= manifest_values.URI_MAX] or ["s3://b/k"]
+    places = ([(("u", i), u) for i, u in enumerate(uris)], [(("d", i), d) for i, d in enumerate(dates)],
+              [(("s", i), s) for i, s in enumerate(suites)])
+    exact = manifest_values.problems_at(places)
+    quick = manifest_values.problems_of_valid(uris, dates, suites, lambda: places, controls_possible=controls_possible)
+    assert [(e["loc"], str(e["type"])) for e in quick] == [(e["loc"], str(e["type"])) for e in exact]
 
 
 # ---------------------------------------------------------------------------- the character rule
@@ -296,39 +383,6 @@ def test_a_registered_credential_in_the_review_is_redacted_though_the_bytes_were
     assert secret not in wire and "<redacted>" in wire
 
 
-# ---------------------------------------------------------------------------- eval suites checked together
-
-LABEL_PARTS = st.sampled_from(["a", "b", "x y", " ", "  ", "\n", "\t", "\u00a0", "\u2009", "\u3000", "é", "密"])
-SUITE = st.lists(LABEL_PARTS, min_size=1, max_size=5).map("".join)
-
-
-def _type_verdict(adapter: TypeAdapter[Any], value: Any) -> Any:
-    try:
-        adapter.validate_python(value, strict=True)
-    except ValidationError as exc:
-        return [(e["loc"], e["type"], e["msg"]) for e in exc.errors(include_url=False, include_input=False)]
-    return "ok"
-
-
-@SETTINGS
-@given(st.lists(SUITE, min_size=1, max_size=6))
-def test_eval_suites_checked_together_get_each_labels_own_verdict(suites: list[str]) -> None:
-    """`Labels` (one look at the list, the pattern per label only when that look finds a space out of
-    place) answers exactly as the pattern on every label: the same errors at the same places."""
-    together = _type_verdict(TypeAdapter(manifest.Labels), suites)
-    assert together == _type_verdict(TypeAdapter(list[manifest.Label]), suites)
-    if together != "ok":
-        assert manifest._schema_problems(_validation_error(manifest.Labels, suites))[0]["problem"] == manifest.WHITESPACE
-
-
-def _validation_error(annotation: Any, value: Any) -> ValidationError:
-    try:
-        TypeAdapter(annotation).validate_python(value, strict=True)
-    except ValidationError as exc:
-        return exc
-    raise AssertionError("valid")
-
-
 # ---------------------------------------------------------------------------- the manifest's text as the source
 
 @st.composite
@@ -350,7 +404,7 @@ def test_a_manifest_without_a_backslash_holds_every_string_of_its_review(doc: Do
     (the derived size and amounts are appended). With one, the review's own strings are used."""
     content = json.dumps(doc, ensure_ascii=ascii_only).encode()
     review = manifest.TrainingManifest.model_validate(doc, strict=True).review()
-    text = manifest.verbatim_sources(content, review)
+    text = manifest.verbatim_sources(content.decode(), review)
     if b"\\" in content:
         assert text is None
         return

@@ -1,25 +1,59 @@
-"""The data-reference URI check gives exactly the verdict, error type and message of the published
-pattern (which pydantic used to apply itself) on ASCII strings, generated and edge-case; a URI with
-any other character is refused by both, the check naming its own problem (`uri_not_ascii`): no
-look-alike letter and nothing invisible can stand in a URI the person reviews."""
+"""The manifest's URI rule gives exactly the verdict, error type and message of the published pattern
+(which pydantic used to apply itself) on ASCII strings, generated and edge-case; a URI with any other
+character is refused by both, the rule naming its own problem (`uri_not_ascii`): no look-alike letter
+and nothing invisible can stand in a URI the person reviews. The rule runs with the whole manifest
+(`manifest_values`), so each value is tried where a manifest holds it."""
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Annotated, Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import Field, TypeAdapter, ValidationError
 
-from ito_training_mcp import manifest
+from ito_training_mcp import manifest, manifest_values
 
-PATTERN = TypeAdapter(Annotated[str, Field(min_length=6, max_length=2048, pattern=manifest._URI_PATTERN)])
-CHECK = TypeAdapter(manifest.Uri)
+from .conftest import EXAMPLE_MANIFEST
+
+PATTERN = TypeAdapter(Annotated[str, Field(min_length=6, max_length=2048, pattern=manifest_values.URI_PATTERN)])
+EXAMPLE = json.loads(EXAMPLE_MANIFEST.read_bytes())
 
 
-def verdict(adapter: TypeAdapter[Any], value: str) -> Any:
+PLACES = (("data", 0, "uri"), ("data", 0, "decontamination", "report"), ("checkpoints", "storage"))
+
+
+def in_manifest(value: str) -> Any:
+    """The verdict on one URI as a manifest gives it: the same at each of the three places a URI goes,
+    and nothing anywhere else."""
+    verdicts = []
+    for place in PLACES:
+        document = copy.deepcopy(EXAMPLE)
+        holder: Any = document
+        for key in place[:-1]:
+            holder = holder[key]
+        holder[place[-1]] = value
+        errors: list[Any] = []
+        try:
+            manifest.TrainingManifest.model_validate(document, strict=True)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+        assert all(e["loc"] == place for e in errors), errors
+        verdicts.append([(e["type"], e["msg"]) for e in errors] or "ok")
+    assert all(v == verdicts[0] for v in verdicts), verdicts
+    return verdicts[0]
+
+
+CHECK = in_manifest
+
+
+def verdict(check: Any, value: str) -> Any:
+    if check is CHECK:
+        return in_manifest(value)
     try:
-        adapter.validate_python(value, strict=True)
+        check.validate_python(value, strict=True)
     except ValidationError as exc:
         return [(e["type"], e["msg"]) for e in exc.errors(include_url=False, include_input=False, include_context=False)]
     return "ok"

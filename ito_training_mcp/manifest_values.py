@@ -1,0 +1,272 @@
+"""The manifest's value types, and three value rules checked once for the whole manifest, not per value.
+
+The rules: a URI's (scheme, printable ASCII, no space, query, fragment or `@`), a check date's (a
+real calendar date, YYYY-MM-DD), and the label rule inside a list of eval suites (words separated by
+single spaces). Run by pydantic as one Python call per value, they cost about a microsecond each,
+and a manifest holds up to 256 data references with two URIs, a date and up to 100 labels each. Here
+each rule looks at all of its values at once (`problems_of_valid`). Only when that look finds
+something is each value checked on its own, to say where.
+
+The verdicts are pydantic's own: the same error type, message and location that a per-value
+validator gives, and only where that validator would have run: a URI or label that already fails
+its type or length gets no second error. `merged` puts these errors among pydantic's in document
+order. `manifest.TrainingManifest` runs all of this in one wrap validator, so the rules hold for
+every manifest that is validated, however it is validated. (A `DataRef` validated on its own does
+not check them; nothing does that.)
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import re
+from collections.abc import Callable, Iterable
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from itertools import chain, repeat
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, PlainSerializer, SkipValidation, ValidationError, WithJsonSchema
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+Loc = tuple[str | int, ...]
+
+URI_SCHEMES = ("s3", "gs", "az", "hf", "https", "ito")
+# Printable ASCII after the scheme, but for space, `?`, `#` and `@`: a URI the person reads is the URI
+# used, with no look-alike letter from another script and nothing invisible (internationalised host
+# names in their xn-- form, other non-ASCII percent-encoded).
+URI_PATTERN = r"^(s3|gs|az|hf|https|ito)://[\x21\x22\x24-\x3e\x41-\x7e]+$"
+URI_MIN, URI_MAX = 6, 2048
+URI_NOT_ASCII = "uri_not_ascii"
+_URI_PREFIXES = tuple(f"{scheme}://" for scheme in URI_SCHEMES)
+_URI_PREFIX_SET = frozenset(_URI_PREFIXES)  # a URI that is a scheme prefix and nothing more is refused
+_LONGEST_PREFIX = max(map(len, _URI_PREFIXES))  # only a URI this short can be one (hashing long ones costs)
+
+DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_DATE_RE = re.compile(DATE_PATTERN)
+
+# A label (a model, dataset, method or eval-suite name) is words separated by single spaces: no space
+# at either end, no run of spaces, no other kind of space (no-break, ideographic ...). Padding is how a
+# label could push its text to where the review's own lines are (problem class `whitespace`).
+_SPACES = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000"  # Unicode's space separators (Zs)
+LABEL_PATTERN = f"^[^{_SPACES}]+(?: [^{_SPACES}]+)*$"
+LABEL_MIN, LABEL_MAX = 1, 200
+SUITES_MIN, SUITES_MAX = 1, 100
+DATA_MAX = 256  # data references: beyond it pydantic reports the length alone and validates no item
+_LABEL_RE = re.compile(LABEL_PATTERN)
+
+
+# ---------------------------------------------------------------------------- the types
+
+MONEY_MAX = Decimal("100000000.00")
+_MONEY_PATTERN = r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,2})?$"
+_MONEY_RE = re.compile(_MONEY_PATTERN)
+
+
+def _money(value: object) -> Decimal:
+    if not isinstance(value, str):
+        raise ValueError('money must be a decimal string such as "1500.00", not a JSON number')
+    if not _MONEY_RE.fullmatch(value):
+        raise ValueError('money must be a non-negative decimal string with at most two decimals, e.g. "1500.00"')
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:  # pragma: no cover - the pattern already guarantees a decimal
+        raise ValueError("money must be a decimal string") from None
+    if amount <= 0:
+        raise ValueError("money must be greater than zero")
+    if amount > MONEY_MAX:
+        raise ValueError("money exceeds the maximum this schema accepts")
+    return amount
+
+
+Money = Annotated[
+    Decimal,
+    BeforeValidator(_money),
+    PlainSerializer(lambda d: f"{d:.2f}", return_type=str),
+    WithJsonSchema({"type": "string", "pattern": _MONEY_PATTERN, "description": 'Decimal USD, e.g. "1500.00".'}),
+]
+
+
+# The URI, check-date and eval-suite label rules are checked for the whole manifest at once (below,
+# from `TrainingManifest`'s wrap validator); these types carry the rest.
+IsoDate = Annotated[str, SkipValidation, WithJsonSchema({"type": "string", "format": "date"})]
+Uri = Annotated[
+    str,
+    Field(min_length=URI_MIN, max_length=URI_MAX, json_schema_extra={"pattern": URI_PATTERN},
+          description=f"A stable location: scheme one of {', '.join(URI_SCHEMES)}; printable ASCII only "
+                      "(internationalised host names in their xn-- form); no credentials, query string or "
+                      "fragment."),
+]
+WHITESPACE = "whitespace"  # the problem class of a label that misses LABEL_PATTERN
+Label = Annotated[str, Field(min_length=LABEL_MIN, max_length=LABEL_MAX, pattern=LABEL_PATTERN)]
+# A list of eval suites: each label bounded here, the pattern checked with the whole manifest.
+_ListedLabel = Annotated[str, Field(min_length=LABEL_MIN, max_length=LABEL_MAX,
+                                    json_schema_extra={"pattern": LABEL_PATTERN})]
+Labels = list[_ListedLabel]
+
+
+
+# ---------------------------------------------------------------------------- one value
+
+def uri_error(value: str) -> PydanticCustomError | None:
+    """The URI rule for one string of an allowed length: the verdict, type and message that pydantic's
+    `pattern` would give for ASCII text; a URI with any other character is `uri_not_ascii`."""
+    if not value.isascii():
+        return PydanticCustomError(URI_NOT_ASCII, "A URI must be ASCII: an internationalised host name in its xn-- "
+                                                  "form, any other character percent-encoded")
+    end = value.find("://")
+    if not (end > 0 and value[:end] in URI_SCHEMES and len(value) > end + 3 and value.isprintable()
+            and not _has_any(value)):
+        return PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
+                                   {"pattern": URI_PATTERN})
+    return None
+
+
+def _has_any(text: str, *, controls: bool = True) -> bool:  # a byte search per forbidden character
+    return ((controls and ("\t" in text or "\n" in text or "\x0b" in text or "\x0c" in text or "\r" in text))
+            or " " in text or "?" in text or "#" in text or "@" in text)
+
+
+def date_problem(value: object) -> str | None:
+    """What is wrong with a check date (any JSON value), as the gate has always said it."""
+    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
+        return "must be a date in YYYY-MM-DD form"
+    if not _calendar_date(value):
+        return "must be a real calendar date"
+    return None
+
+
+@functools.lru_cache(maxsize=1024)  # a manifest's references mostly share one check date
+def _calendar_date(value: str) -> bool:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def label_error() -> PydanticCustomError:
+    return PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
+                               {"pattern": LABEL_PATTERN})
+
+
+def _date_error(problem: str) -> PydanticCustomError:
+    return PydanticCustomError("value_error", "Value error, {error}", {"error": problem})
+
+
+# ---------------------------------------------------------------------------- all values at once
+
+def uris_pass(uris: list[str], *, controls_possible: bool = True) -> bool:
+    """Do all of these URIs (each of an allowed length) pass? One byte search per forbidden character
+    over all of them joined, instead of nine per URI. `controls_possible=False`: the caller knows
+    from the bytes that no string holds a control character, so the printability pass is skipped."""
+    joined = "".join(uris)
+    return (joined.isascii() and (not controls_possible or joined.isprintable())
+            and all(map(str.startswith, uris, repeat(_URI_PREFIXES)))
+            and not _has_any(joined, controls=controls_possible)
+            and _URI_PREFIX_SET.isdisjoint([uri for uri in uris if len(uri) <= _LONGEST_PREFIX]))
+
+
+def labels_pass(labels: Iterable[str]) -> bool:
+    """Do all of these labels (each of an allowed length) match the label pattern? ASCII labels joined
+    by single spaces, with a space before and after, hold no two spaces in a row exactly when none of
+    them starts or ends with a space or holds two in a row, the only ways an ASCII label can miss
+    it. False says "look at each", not "one misses"."""
+    joined = "\n".join(labels)
+    return joined.isascii() and (" " not in joined or "  " not in f" {joined.replace(chr(10), ' ')} ")
+
+
+# Where the values are: (location, value) pairs, from a document that may be anything.
+Places = tuple[list[tuple[Loc, Any]], list[tuple[Loc, Any]], list[tuple[Loc, Any]]]
+
+
+def problems_of_valid(uris: list[str], dates: list[Any], suites: list[list[str]], places: Callable[[], Places], *,
+                      controls_possible: bool = True) -> list[InitErrorDetails]:
+    """The problems of a manifest whose every other constraint passed (so every URI and label is a
+    string of an allowed length, every list of suites of an allowed length): nothing, after one look
+    at each rule's values, unless that look finds something; then `problems_at(places())`."""
+    if (uris_pass(uris, controls_possible=controls_possible) and all(type(d) is str for d in dates)
+            and all(date_problem(d) is None for d in set(dates)) and labels_pass(chain.from_iterable(suites))):
+        return []
+    return problems_at(places())
+
+
+def problems_at(places: Places) -> list[InitErrorDetails]:
+    """Each value's own verdict, where its per-value validator would have run: a URI or label only
+    when it is a string of an allowed length (a list of labels only when it is a list of such
+    strings, of an allowed length); a date always."""
+    uris, dates, suites = places
+    found: list[InitErrorDetails] = []
+    for loc, value in uris:
+        if _string(value, URI_MIN, URI_MAX) and (error := uri_error(value)) is not None:
+            found.append(InitErrorDetails(type=error, loc=loc, input=value))
+    for loc, value in dates:
+        if (problem := date_problem(value)) is not None:
+            found.append(InitErrorDetails(type=_date_error(problem), loc=loc, input=value))
+    for loc, value in suites:
+        if (type(value) is list and SUITES_MIN <= len(value) <= SUITES_MAX
+                and all(_string(v, LABEL_MIN, LABEL_MAX) for v in value)):
+            found += [InitErrorDetails(type=label_error(), loc=(*loc, index), input=label)
+                      for index, label in enumerate(value) if not _LABEL_RE.fullmatch(label)]
+    return found
+
+
+def _string(value: Any, shortest: int, longest: int) -> bool:
+    """Does pydantic take `value` as a string of this length (a str, and text: no lone surrogate)?"""
+    if type(value) is not str or not shortest <= len(value) <= longest:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def places_in(document: Any) -> Places:
+    """Every URI, check date and list of eval suites of a manifest document, located; whatever is not
+    where it should be is left out (pydantic reports it)."""
+    uris: list[tuple[Loc, Any]] = []
+    dates: list[tuple[Loc, Any]] = []
+    suites: list[tuple[Loc, Any]] = []
+    if type(document) is not dict:
+        return uris, dates, suites
+    data = document.get("data")
+    for index, ref in enumerate(data if type(data) is list and len(data) <= DATA_MAX else ()):
+        if type(ref) is not dict:
+            continue
+        if "uri" in ref:
+            uris.append((("data", index, "uri"), ref["uri"]))
+        d = ref.get("decontamination")
+        if type(d) is dict:
+            if "report" in d:
+                uris.append((("data", index, "decontamination", "report"), d["report"]))
+            if "checked_at" in d:
+                dates.append((("data", index, "decontamination", "checked_at"), d["checked_at"]))
+            if "eval_suites" in d:
+                suites.append((("data", index, "decontamination", "eval_suites"), d["eval_suites"]))
+    checkpoints = document.get("checkpoints")
+    if type(checkpoints) is dict and "storage" in checkpoints:
+        uris.append((("checkpoints", "storage"), checkpoints["storage"]))
+    return uris, dates, suites
+
+
+# ---------------------------------------------------------------------------- among pydantic's errors
+
+def in_order(title: str, ours: list[InitErrorDetails], order: Callable[[Loc], tuple[int, ...]]) -> ValidationError:
+    return ValidationError.from_exception_data(title, sorted(ours, key=lambda e: order(e["loc"])))
+
+
+def merged(title: str, exc: ValidationError, ours: list[InitErrorDetails],
+           order: Callable[[Loc], tuple[int, ...]]) -> ValidationError:
+    """pydantic's errors and these in one, in document order (`order` of each location; pydantic's
+    own keep their order)."""
+    ours = sorted(ours, key=lambda e: order(e["loc"]))
+    theirs: list[InitErrorDetails] = []
+    for error in exc.errors(include_url=False):
+        again = InitErrorDetails(type=error["type"], loc=error["loc"], input=error["input"])
+        if "ctx" in error:
+            again["ctx"] = error["ctx"]
+        theirs.append(again)
+    both = heapq.merge(((order(e["loc"]), 0, i, e) for i, e in enumerate(theirs)),
+                       ((order(e["loc"]), 1, i, e) for i, e in enumerate(ours)))
+    return ValidationError.from_exception_data(title, [e for *_, e in both])
