@@ -71,15 +71,16 @@ class LocalText(str):
     `review_text`), with `strings`: every one of those strings, unbroken. The layout wraps long values,
     which may split a string -- a registered credential too -- across two lines, where no search of the
     text finds it; so the credential is looked for in `strings`, and a text whose strings hold one is
-    withheld whole (`REVIEW_WITHHELD_NOTE`). `ascii_printable`: gate 2's verdict that every one of
-    those strings is printable ASCII (the layout adds only labels, spaces and newlines)."""
+    withheld whole (`REVIEW_WITHHELD_NOTE`). `strings` may come in parts (each is searched whole).
+    `ascii_printable`: gate 2's verdict that every one of those strings is printable ASCII (the layout
+    adds only labels, spaces and newlines)."""
 
-    strings: str
+    strings: tuple[str, ...]
     ascii_printable: bool
 
-    def __new__(cls, text: str, *, strings: str, ascii_printable: bool = False) -> LocalText:
+    def __new__(cls, text: str, *, strings: str | tuple[str, ...], ascii_printable: bool = False) -> LocalText:
         made = super().__new__(cls, text)
-        made.strings = strings
+        made.strings = (strings,) if isinstance(strings, str) else strings
         made.ascii_printable = ascii_printable
         return made
 
@@ -263,11 +264,13 @@ class _Walk:
 
     def _withheld(self, text: LocalText) -> bool:
         """Do the strings under a laid-out text hold a registered credential (behind invisible ones too)?"""
-        strings = text.strings
-        if self.redactor.holds_known(strings):
-            return True
-        return (not text.ascii_printable and not _printable(strings, True)
-                and self.redactor.holds_known(_strip_unprintable(strings, "\n\t")))
+        for strings in text.strings:
+            if self.redactor.holds_known(strings):
+                return True
+            if (not text.ascii_printable and not _printable(strings, True)
+                    and self.redactor.holds_known(_strip_unprintable(strings, "\n\t"))):
+                return True
+        return False
 
     def _already_clean(self, value: Any, path: tuple[str, ...]) -> bool:
         """The fast path for a digest's review (up to a mebibyte of text): it passed the scanner and the

@@ -206,17 +206,16 @@ class TrainingManifest(_Strict):
             raise in_order(cls.__name__, problems, _order)
         return manifest
 
-    def review(self) -> dict[str, Any]:
-        """Exactly what the manifest asks for, shaped for a person to confirm."""
-        return {
-            "model": {
-                "name": self.model.name,
-                "parameter_count": self.model.parameter_count,
-                "size": _human_size(self.model.parameter_count),
-                "revision": self.model.revision,
-            },
-            "target": self.target.value,
-            "data": [
+    def review(self, references: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Exactly what the manifest asks for, shaped for a person to confirm. `references`: the data
+        references of the very document this manifest was validated from (gate 2 passes them on), as
+        the review's own: validated strictly, under a closed schema, they hold exactly the review's
+        keys and values, and only `revision` may be absent. Building them again costs a mebibyte
+        manifest ~0.3 ms."""
+        if references is not None:
+            data = [ref if "revision" in ref else {**ref, "revision": None} for ref in references]
+        else:
+            data = [
                 {
                     "name": ref.name,
                     "uri": ref.uri,
@@ -229,7 +228,16 @@ class TrainingManifest(_Strict):
                     },
                 }
                 for ref in self.data
-            ],
+            ]
+        return {
+            "model": {
+                "name": self.model.name,
+                "parameter_count": self.model.parameter_count,
+                "size": _human_size(self.model.parameter_count),
+                "revision": self.model.revision,
+            },
+            "target": self.target.value,
+            "data": data,
             "post_training": [s.value for s in self.post_training],
             "budget": {
                 "ceiling_usd": f"{self.budget.ceiling_usd:.2f}",
@@ -271,16 +279,16 @@ def review_sources(review: dict[str, Any], strings: str) -> tuple[str, ...]:
     return strings, review["description"] or "", revisions, REVIEW_KEYS
 
 
-def verbatim_sources(text: str, review: dict[str, Any]) -> str | None:
-    """For a manifest that passed gate 2 and holds no backslash: its text, then the review's derived
+def verbatim_sources(text: str, review: dict[str, Any]) -> tuple[str, ...] | None:
+    """For a manifest that passed gate 2 and holds no backslash: its text, and the review's derived
     strings (the size and the two amounts as the review writes them). JSON without a backslash has no
     escape, so every string of the manifest stands in its text as it is, and every string of the
-    review is in this one text: the egress checks it instead of a joined copy of the review's strings
-    (`review_strings`). None when the manifest holds a backslash."""
+    review is in one of these: the egress checks them instead of a joined copy of the review's
+    strings (`review_strings`). None when the manifest holds a backslash."""
     if "\\" in text:  # one character search
         return None
     budget = review["budget"]
-    return "\n".join((text, review["model"]["size"], budget["ceiling_usd"], budget["max_incremental_cost_usd"]))
+    return text, "\n".join((review["model"]["size"], budget["ceiling_usd"], budget["max_incremental_cost_usd"]))
 
 
 def _schema_problems(exc: ValidationError) -> list[dict[str, str]]:
@@ -363,8 +371,9 @@ def parse_manifest(content: bytes) -> TrainingManifest:
     return _parsed(content)[0]
 
 
-def _parsed(content: bytes) -> tuple[TrainingManifest, str]:
-    """`parse_manifest`, with the text the bytes decoded to.
+def _parsed(content: bytes) -> tuple[TrainingManifest, str, list[dict[str, Any]]]:
+    """`parse_manifest`, with the text the bytes decoded to and the validated document's data
+    references (see `TrainingManifest.review`).
 
     The refusals come in that order. The schema is consulted first, silently: a document it refuses
     is refused whatever the scan finds, so the scan may bound its work there (see `secret_scan.scan`);
@@ -417,7 +426,7 @@ def _parsed(content: bytes) -> tuple[TrainingManifest, str]:
             check="schema",
             details={"problems": validated.problems},
         ))
-    return validated, text
+    return validated, text, document["data"]
 
 
 class DigestedManifest(BaseModel):
@@ -430,6 +439,7 @@ class DigestedManifest(BaseModel):
 
     _summary: dict[str, Any] | None = PrivateAttr(default=None)
     _text: str | None = PrivateAttr(default=None)  # what the bytes decoded to, kept from the parse
+    _references: list[dict[str, Any]] | None = PrivateAttr(default=None)  # the parsed data references
 
     @property
     def sha256(self) -> str:
@@ -443,12 +453,12 @@ class DigestedManifest(BaseModel):
         return self._summary
 
     def _summarize(self) -> dict[str, Any]:
-        review = self.manifest.review()
+        review = self.manifest.review(self._references)
         decoded = self.file.content.decode("utf-8") if self._text is None else self._text
         printable = _ascii_printable(decoded)
-        text = verbatim_sources(decoded, review)
-        strings = review_strings(review) if text is None else text
-        sources = review_sources(review, strings) if text is None else (text, REVIEW_KEYS)
+        verbatim = verbatim_sources(decoded, review)
+        strings = (review_strings(review),) if verbatim is None else verbatim
+        sources = review_sources(review, strings[0]) if verbatim is None else (*verbatim, REVIEW_KEYS)
         return {
             "path": self.file.path,
             "sha256": self.file.sha256,
@@ -474,9 +484,9 @@ def read_manifest(path: object, settings: ManifestSettings, *, hooks: ReadHooks 
 def digest_bytes(file: FileBytes, *, summarize: bool = False) -> DigestedManifest:
     """The rest of gate 2 on what `read_manifest` read: strict JSON, secret scan, character rule and
     schema. `summarize`: make the summary now, too."""
-    manifest, text = _parsed(file.content)
+    manifest, text, references = _parsed(file.content)
     digested = DigestedManifest(file=file, manifest=manifest)
-    digested._text = text
+    digested._text, digested._references = text, references
     if summarize:
         digested.summary()
     return digested

@@ -261,7 +261,7 @@ def _read_leaf(
         _check_opened_file(st, uid, special, max_bytes, require_mode_0600)
         if hooks.after_open is not None:
             hooks.after_open()
-        content = _read_bounded(fd, max_bytes)
+        content = _read_bounded(fd, max_bytes, st.st_size)
         if hooks.after_read is not None:
             hooks.after_read()
         after = os.fstat(fd)
@@ -308,22 +308,25 @@ def _check_opened_file(
         )
 
 
-def _read_bounded(fd: int, max_bytes: int) -> bytes:
-    """Read at most max_bytes + 1 bytes: never trust st_size alone."""
+def _read_bounded(fd: int, max_bytes: int, expected: int = 0) -> bytes:
+    """Read at most max_bytes + 1 bytes: never trust st_size alone. `expected` (st_size) sizes the
+    first read, so that a file that did not change comes in one read, with no copy."""
     chunks: list[bytes] = []
     total = 0
     limit = max_bytes + 1
+    size = expected + 1 if expected > 0 else _READ_CHUNK
     while total < limit:
         try:
-            chunk = os.read(fd, min(_READ_CHUNK, limit - total))
+            chunk = os.read(fd, min(size, limit - total))
         except BlockingIOError:
             raise _refuse(ErrorCode.MANIFEST_NOT_REGULAR, "The file would block on read.", "regular") from None
         if not chunk:
             break
         chunks.append(chunk)
         total += len(chunk)
+        size = _READ_CHUNK
     if total > max_bytes:
         raise _refuse(
             ErrorCode.MANIFEST_TOO_LARGE, f"The file is larger than the cap of {max_bytes} bytes.", "size"
         )
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
