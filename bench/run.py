@@ -59,7 +59,7 @@ class Plan:
     concurrent_keys: int = 16
 
 
-FULL = Plan(cold_pairs=11, latency_calls=400, latency_warmup=30, digest_reps=9, digest_breakdown_reps=3,
+FULL = Plan(cold_pairs=11, latency_calls=400, latency_warmup=30, digest_reps=25, digest_breakdown_reps=5,
             warm_submits=20, hostile_reps=9)
 QUICK = Plan(cold_pairs=3, latency_calls=100, latency_warmup=10, digest_reps=3, digest_breakdown_reps=0,
              warm_submits=5, hostile_reps=1)
