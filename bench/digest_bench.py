@@ -1,7 +1,8 @@
 """digest_manifest benchmarks: two realistic ~1 MiB shapes, hostile inputs, and where the time goes.
 
 Every figure is a ratio against `hashlib.sha256(b)` + `json.loads(b)` of the same bytes, measured
-interleaved in the same process. Fake credentials are assembled at run time from parts.
+interleaved in the same process: the median of the ratios of back-to-back pairs (the ratio of the two
+medians is reported beside it). Fake credentials are assembled at run time from parts.
 """
 
 from __future__ import annotations
@@ -128,6 +129,13 @@ async def paired(service: Any, path: str, content: bytes, reps: int) -> tuple[li
     return tool, base, envelope
 
 
+def paired_ratio(tool: list[float], base: list[float]) -> float:
+    """The median of the ratios of each pair (the two were timed back to back, so a change in the
+    machine's speed between pairs cancels out, where the ratio of two medians picks each median
+    from whichever phase it falls in)."""
+    return statistics.median(t / b for t, b in zip(tool, base, strict=True))
+
+
 def _median_ms(fn: Callable[[], object], reps: int) -> float:
     times = []
     for _ in range(reps):
@@ -205,9 +213,11 @@ async def bench_digest(reps: int, breakdown_reps: int, workdir: Path) -> Result:
         if not envelope.ok or envelope.data["sha256"] != hashlib.sha256(content).hexdigest():
             raise RuntimeError(f"the {name} manifest was not accepted: {envelope.to_dict().get('error')}")
         tool_ms, base_ms = statistics.median(tool) * MS, statistics.median(base) * MS
-        r = ratio(tool_ms, base_ms)
-        rows.append(Row(f"median (ms), {name}, {len(content) / MIB:.2f} MiB", tool_ms, base_ms, "ms", r, "<= 3x",
-                        r <= 3.0))
+        r = paired_ratio(tool, base)
+        rows.append(Row(f"median (ms), {name}, {len(content) / MIB:.2f} MiB; ratio: median of {reps} pairs", tool_ms,
+                        base_ms, "ms", r, "<= 3x", r <= 3.0))
+        rows.append(Row(f"ratio of the two medians, {name}", tool_ms, base_ms, "ms", ratio(tool_ms, base_ms),
+                        "report", None))
         rows.append(Row(f"min (ms), {name}, least disturbed run", min(tool) * MS, min(base) * MS, "ms",
                         ratio(min(tool), min(base)), "report", None))
         raw[name] = {"bytes": len(content), "tool_ms": [x * MS for x in tool], "baseline_ms": [x * MS for x in base]}
@@ -293,7 +303,8 @@ async def bench_digest_hostile(reps: int, workdir: Path) -> Result:
         tool, base, envelope = await paired(service, path, content, max(reps, 1))
         tool_ms, base_ms = statistics.median(tool) * MS, statistics.median(base) * MS
         per_input[name] = {"bytes": len(content), "tool_ms": tool_ms, "baseline_ms": base_ms,
-                           "ratio": ratio(tool_ms, base_ms), "min_ratio": ratio(min(tool), min(base)),
+                           "ratio": paired_ratio(tool, base), "ratio_of_medians": ratio(tool_ms, base_ms),
+                           "min_ratio": ratio(min(tool), min(base)),
                            "outcome": "accepted" if envelope.ok else envelope.error.code.value,
                            "kinds": sorted({f["kind"] for f in (envelope.error.details or {}).get("findings", [])})
                            if not envelope.ok else []}
