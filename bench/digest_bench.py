@@ -80,7 +80,7 @@ def long_references_manifest(target_bytes: int = MIB) -> bytes:
 
 def path_strings_manifest(target_bytes: int = MIB) -> bytes:
     """256 data references, each checked against up to 100 eval suites named by path-like labels:
-    about 27,000 short strings instead of 512 long ones."""
+    16,384 short labels (64 per reference at 1 MiB) instead of 512 long strings."""
     base = _base_manifest()
     template = base["data"][0]
 
