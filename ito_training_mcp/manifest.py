@@ -12,6 +12,7 @@ are what a submit sends.
 
 from __future__ import annotations
 
+import functools
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -37,14 +38,18 @@ from .manifest_characters import character_class as character_class
 from .manifest_characters import character_problems, may_hold_forbidden
 from .manifest_values import (
     DATA_MAX,
+    DATE,
+    SUITES,
     SUITES_MAX,
     SUITES_MIN,
+    URI,
     IsoDate,
     Label,
     Labels,
     Money,
+    Place,
+    Tally,
     Uri,
-    in_order,
     merged,
     places_in,
     problems_at,
@@ -64,6 +69,7 @@ SCHEMA_ID = "https://ito.example/schemas/ito.training.manifest.v1.schema.json"
 _IMMUTABLE_REVISION = r"^([0-9a-f]{40}|[0-9a-f]{64}|sha256:[0-9a-f]{64})$"
 MAX_SCHEMA_PROBLEMS = 20
 NO_CONTROLS = "ito.no_controls"  # validation context: True when the bytes hold no control character
+TALLY = "ito.tally"  # validation context: a `Tally` for the value rules' errors
 
 
 class TrainingTarget(StrEnum):
@@ -188,10 +194,12 @@ class TrainingManifest(_Strict):
         with their errors where pydantic would have put them. A manifest already made was checked then."""
         if isinstance(data, TrainingManifest):
             return handler(data)
+        context = info.context if isinstance(info.context, dict) else {}
+        tally = context.get(TALLY)
         try:
             manifest = handler(data)
         except ValidationError as exc:
-            ours = problems_at(places_in(data))
+            ours = problems_at(places_in(data), tally)
             if ours:
                 raise merged(cls.__name__, exc, ours, _order) from None
             raise
@@ -200,10 +208,9 @@ class TrainingManifest(_Strict):
         problems = problems_of_valid(
             [ref.uri for ref in refs] + [d.report for d in decontaminations] + [manifest.checkpoints.storage],
             [d.checked_at for d in decontaminations], [d.eval_suites for d in decontaminations],
-            lambda: places_in(data),
-            controls_possible=not (isinstance(info.context, dict) and info.context.get(NO_CONTROLS) is True))
+            lambda: _places_of(manifest), controls_possible=context.get(NO_CONTROLS) is not True, tally=tally)
         if problems:
-            raise in_order(cls.__name__, problems, _order)
+            raise ValidationError.from_exception_data(cls.__name__, problems)
         return manifest
 
     def review(self, references: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -328,17 +335,32 @@ def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManif
     False when the caller knows from the bytes that no string holds a control character (the
     character rule's look at them), so the URI rule skips its printability pass."""
     trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
+    tally = Tally(MAX_SCHEMA_PROBLEMS)  # the value rules make at most this many errors, and count the rest
     try:
-        return TrainingManifest.model_validate(trimmed, strict=True, context={NO_CONTROLS: not controls_possible})
+        return TrainingManifest.model_validate(trimmed, strict=True,
+                                               context={NO_CONTROLS: not controls_possible, TALLY: tally})
     except ValidationError as exc:
-        count = exc.error_count() + left_out
+        count = exc.error_count() + left_out + tally.left_out
         if exc.error_count() > _MANY_PROBLEMS:
             deeper, _ = trim_unknown_keys(trimmed, TrainingManifest, _NESTED_MODELS, keep=MAX_SCHEMA_PROBLEMS)
             try:
-                TrainingManifest.model_validate(deeper, strict=True)
+                TrainingManifest.model_validate(deeper, strict=True, context={TALLY: Tally(MAX_SCHEMA_PROBLEMS)})
             except ValidationError as fewer:
                 exc = fewer
         return _SchemaRefusal(count, _schema_problems(exc))
+
+
+def _places_of(manifest: TrainingManifest) -> list[Place]:
+    """The values of the rules checked together, as the validated manifest holds them, in document
+    order (a reference's URI, then its eval suites, report and check date; the checkpoint storage)."""
+    places: list[Place] = []
+    for index, ref in enumerate(manifest.data):
+        d = ref.decontamination
+        at = ("data", index, "decontamination")
+        places += [(("data", index, "uri"), URI, ref.uri), ((*at, "eval_suites"), SUITES, d.eval_suites),
+                   ((*at, "report"), URI, d.report), ((*at, "checked_at"), DATE, d.checked_at)]
+    places.append((("checkpoints", "storage"), URI, manifest.checkpoints.storage))
+    return places
 
 
 def _order(loc: tuple[str | int, ...]) -> tuple[int, ...]:
@@ -350,11 +372,16 @@ def _order(loc: tuple[str | int, ...]) -> tuple[int, ...]:
         if isinstance(part, int):
             key.append(part)
             continue
-        fields = list(model.model_fields) if model is not None else []
-        key.append(fields.index(part) if part in fields else len(fields))
+        fields = _field_index(model) if model is not None else {}
+        key.append(fields.get(part, len(fields)))
         nested = _NESTED_MODELS.get(model, {}).get(part) if model is not None else None
         model = nested[0] if nested is not None else None
     return tuple(key)
+
+
+@functools.cache
+def _field_index(model: type[BaseModel]) -> dict[str, int]:
+    return {name: index for index, name in enumerate(model.model_fields)}
 
 
 _MANY_PROBLEMS = 256

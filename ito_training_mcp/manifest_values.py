@@ -145,13 +145,10 @@ def _calendar_date(value: str) -> bool:
     return True
 
 
-def label_error() -> PydanticCustomError:
-    return PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
-                               {"pattern": LABEL_PATTERN})
-
-
-def _date_error(problem: str) -> PydanticCustomError:
-    return PydanticCustomError("value_error", "Value error, {error}", {"error": problem})
+_LABEL_ERROR = PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
+                                   {"pattern": LABEL_PATTERN})
+_DATE_ERRORS = {problem: PydanticCustomError("value_error", "Value error, {error}", {"error": problem})
+                for problem in ("must be a date in YYYY-MM-DD form", "must be a real calendar date")}
 
 
 # ---------------------------------------------------------------------------- all values at once
@@ -176,44 +173,70 @@ def labels_pass(labels: Iterable[str]) -> bool:
     return joined.isascii() and (" " not in joined or "  " not in f" {joined.replace(chr(10), ' ')} ")
 
 
-# Where the values are: (location, value) pairs, from a document that may be anything.
-Places = tuple[list[tuple[Loc, Any]], list[tuple[Loc, Any]], list[tuple[Loc, Any]]]
+# Where a rule's value is: its location, which rule (URI, DATE or SUITES), and the value.
+Place = tuple[Loc, str, Any]
+URI, DATE, SUITES = "uri", "date", "suites"
 
 
-def problems_of_valid(uris: list[str], dates: list[Any], suites: list[list[str]], places: Callable[[], Places], *,
-                      controls_possible: bool = True) -> list[InitErrorDetails]:
+class Tally:
+    """How many problems of these rules to make into errors (`limit`; the gate shows the first 20),
+    and how many more were found (`left_out`): a manifest of 256 references with 100 bad labels each
+    would otherwise cost tens of thousands of error objects, to show twenty."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.left_out = 0
+
+
+def problems_of_valid(uris: list[str], dates: list[Any], suites: list[list[str]],
+                      places: Callable[[], Iterable[Place]], *, controls_possible: bool = True,
+                      tally: Tally | None = None) -> list[InitErrorDetails]:
     """The problems of a manifest whose every other constraint passed (so every URI and label is a
     string of an allowed length, every list of suites of an allowed length): nothing, after one look
-    at each rule's values, unless that look finds something; then `problems_at(places())`."""
+    at each rule's values, unless that look finds something; then `problems_at(places())`, which
+    must name the very values looked at."""
     if (uris_pass(uris, controls_possible=controls_possible) and all(type(d) is str for d in dates)
             and all(date_problem(d) is None for d in set(dates)) and labels_pass(chain.from_iterable(suites))):
         return []
-    return problems_at(places())
+    return problems_at(places(), tally)
 
 
-def problems_at(places: Places) -> list[InitErrorDetails]:
-    """Each value's own verdict, where its per-value validator would have run: a URI or label only
-    when it is a string of an allowed length (a list of labels only when it is a list of such
-    strings, of an allowed length); a date always."""
-    uris, dates, suites = places
+def problems_at(places: Iterable[Place], tally: Tally | None = None) -> list[InitErrorDetails]:
+    """Each value's own verdict, in the order of `places` (document order), where its per-value
+    validator would have run: a URI or label only when it is a string of an allowed length (a list of
+    labels only when it is a list of such strings, of an allowed length); a date always. With a
+    `tally`, only its `limit` are made into errors and the rest are counted in it."""
+    limit = None if tally is None else tally.limit
     found: list[InitErrorDetails] = []
-    for loc, value in uris:
-        if _string(value, URI_MIN, URI_MAX) and (error := uri_error(value)) is not None:
+    left_out = 0
+
+    def add(loc: Loc, error: PydanticCustomError, value: Any) -> None:
+        nonlocal left_out
+        if limit is None or len(found) < limit:
             found.append(InitErrorDetails(type=error, loc=loc, input=value))
-    for loc, value in dates:
-        if (problem := date_problem(value)) is not None:
-            found.append(InitErrorDetails(type=_date_error(problem), loc=loc, input=value))
-    for loc, value in suites:
-        if (type(value) is list and SUITES_MIN <= len(value) <= SUITES_MAX
-                and all(_string(v, LABEL_MIN, LABEL_MAX) for v in value)):
-            found += [InitErrorDetails(type=label_error(), loc=(*loc, index), input=label)
-                      for index, label in enumerate(value) if not _LABEL_RE.fullmatch(label)]
+        else:
+            left_out += 1
+
+    for loc, rule, value in places:
+        if rule == URI:
+            if _string(value, URI_MIN, URI_MAX) and (error := uri_error(value)) is not None:
+                add(loc, error, value)
+        elif rule == DATE:
+            if (problem := date_problem(value)) is not None:
+                add(loc, _DATE_ERRORS[problem], value)
+        elif _labels(value) and not labels_pass(value):
+            missed = [i for i, label in enumerate(value) if not _LABEL_RE.fullmatch(label)]
+            room = len(missed) if limit is None else max(0, min(len(missed), limit - len(found)))
+            found += [InitErrorDetails(type=_LABEL_ERROR, loc=(*loc, i), input=value[i]) for i in missed[:room]]
+            left_out += len(missed) - room
+    if tally is not None:
+        tally.left_out += left_out
     return found
 
 
 def _string(value: Any, shortest: int, longest: int) -> bool:
     """Does pydantic take `value` as a string of this length (a str, and text: no lone surrogate)?"""
-    if type(value) is not str or not shortest <= len(value) <= longest:
+    if not isinstance(value, str) or not shortest <= len(value) <= longest:
         return False
     try:
         value.encode("utf-8")
@@ -222,45 +245,54 @@ def _string(value: Any, shortest: int, longest: int) -> bool:
     return True
 
 
-def places_in(document: Any) -> Places:
-    """Every URI, check date and list of eval suites of a manifest document, located; whatever is not
-    where it should be is left out (pydantic reports it)."""
-    uris: list[tuple[Loc, Any]] = []
-    dates: list[tuple[Loc, Any]] = []
-    suites: list[tuple[Loc, Any]] = []
-    if type(document) is not dict:
-        return uris, dates, suites
+def _labels(value: Any) -> bool:
+    """Does pydantic take `value` as a list of eval suites: a list of allowed length, of strings
+    (text, no lone surrogate) of allowed length? In C, a pass each."""
+    if not isinstance(value, list) or not SUITES_MIN <= len(value) <= SUITES_MAX:
+        return False
+    if not all(map(isinstance, value, repeat(str))):
+        return False
+    lengths = list(map(len, value))
+    if min(lengths) < LABEL_MIN or max(lengths) > LABEL_MAX:
+        return False
+    try:
+        "".join(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def places_in(document: Any) -> list[Place]:
+    """Every URI, check date and list of eval suites of a manifest document, located, in document
+    order; whatever is not where it should be is left out (pydantic reports it there)."""
+    places: list[Place] = []
+    if not isinstance(document, dict):
+        return places
     data = document.get("data")
-    for index, ref in enumerate(data if type(data) is list and len(data) <= DATA_MAX else ()):
-        if type(ref) is not dict:
+    for index, ref in enumerate(data if isinstance(data, list) and len(data) <= DATA_MAX else ()):
+        if not isinstance(ref, dict):
             continue
         if "uri" in ref:
-            uris.append((("data", index, "uri"), ref["uri"]))
+            places.append((("data", index, "uri"), URI, ref["uri"]))
         d = ref.get("decontamination")
-        if type(d) is dict:
-            if "report" in d:
-                uris.append((("data", index, "decontamination", "report"), d["report"]))
-            if "checked_at" in d:
-                dates.append((("data", index, "decontamination", "checked_at"), d["checked_at"]))
-            if "eval_suites" in d:
-                suites.append((("data", index, "decontamination", "eval_suites"), d["eval_suites"]))
+        if isinstance(d, dict):
+            at = ("data", index, "decontamination")
+            places += [((*at, key), rule, d[key]) for key, rule in _DECONTAMINATION if key in d]
     checkpoints = document.get("checkpoints")
-    if type(checkpoints) is dict and "storage" in checkpoints:
-        uris.append((("checkpoints", "storage"), checkpoints["storage"]))
-    return uris, dates, suites
+    if isinstance(checkpoints, dict) and "storage" in checkpoints:
+        places.append((("checkpoints", "storage"), URI, checkpoints["storage"]))
+    return places
+
+
+_DECONTAMINATION = (("eval_suites", SUITES), ("report", URI), ("checked_at", DATE))  # in the model's order
 
 
 # ---------------------------------------------------------------------------- among pydantic's errors
 
-def in_order(title: str, ours: list[InitErrorDetails], order: Callable[[Loc], tuple[int, ...]]) -> ValidationError:
-    return ValidationError.from_exception_data(title, sorted(ours, key=lambda e: order(e["loc"])))
-
-
 def merged(title: str, exc: ValidationError, ours: list[InitErrorDetails],
            order: Callable[[Loc], tuple[int, ...]]) -> ValidationError:
-    """pydantic's errors and these in one, in document order (`order` of each location; pydantic's
-    own keep their order)."""
-    ours = sorted(ours, key=lambda e: order(e["loc"]))
+    """pydantic's errors and these (in document order, as `problems_at` makes them) in one, in
+    document order (`order` of each location; pydantic's own keep their order)."""
     theirs: list[InitErrorDetails] = []
     for error in exc.errors(include_url=False):
         again = InitErrorDetails(type=error["type"], loc=error["loc"], input=error["input"])

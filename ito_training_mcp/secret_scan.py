@@ -243,6 +243,14 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool) -> str:
     nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
     if joined.isascii() and nul_free:
         return joined  # the common case, settled in two passes over the bytes
+    if nul_free and (not bounded or max(map(len, texts)) <= LONG_STRING):
+        # NUL is a starter that composes with nothing, so NFKC of the joined texts is the joined NFKC
+        # of each; with no invisible character in it, that is each text's `normalize` (thousands of
+        # short non-ASCII strings otherwise cost a normalisation and a search each).
+        normalized = unicodedata.normalize("NFKC", joined)
+        engine = default_engine()
+        if engine.invisible(engine.prepare(normalized.replace("\x00", "")), 0) is None:  # NUL is in the class
+            return normalized
     cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text) for text in texts]
     for index, text in enumerate(cleaned):
         if text is None:

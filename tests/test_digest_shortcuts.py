@@ -212,8 +212,9 @@ def test_the_look_at_all_values_misses_nothing(uris: list[str], dates: list[str]
     if not controls_possible:
         uris = [u for u in uris if u.isprintable()] or ["s3://b/k"]
     uris = [u for u in uris if manifest_values.URI_MIN <= len(u) <= manifest_values.URI_MAX] or ["s3://b/k"]
-    places = ([(("u", i), u) for i, u in enumerate(uris)], [(("d", i), d) for i, d in enumerate(dates)],
-              [(("s", i), s) for i, s in enumerate(suites)])
+    places = ([(("u", i), manifest_values.URI, u) for i, u in enumerate(uris)]
+              + [(("d", i), manifest_values.DATE, d) for i, d in enumerate(dates)]
+              + [(("s", i), manifest_values.SUITES, s) for i, s in enumerate(suites)])
     exact = manifest_values.problems_at(places)
     quick = manifest_values.problems_of_valid(uris, dates, suites, lambda: places, controls_possible=controls_possible)
     assert [(e["loc"], str(e["type"])) for e in quick] == [(e["loc"], str(e["type"])) for e in exact]
@@ -459,3 +460,88 @@ def test_the_summary_is_made_once_in_the_digesting_thread(tmp_path: Any) -> None
     made = digested._summary
     assert made is not None and digested.summary() is made and digested.summary() is made
     assert manifest.digest_manifest_file(str(path), ManifestSettings.from_env({}))._summary is None
+
+
+# ---------------------------------------------------------------------------- the rules, however validated
+
+def _bad_values(document: Doc) -> Doc:
+    document["data"][0]["uri"] = "s3://evil host/\u202e?x@y"
+    document["data"][0]["decontamination"]["checked_at"] = "2024-02-30"
+    document["data"][0]["decontamination"]["eval_suites"] = ["  padded\u3000"]
+    document["checkpoints"]["storage"] = "https://"
+    return document
+
+
+@pytest.mark.parametrize("shape", ["dict", "OrderedDict", "references as models", "list subclass", "int date"])
+def test_the_rules_hold_for_python_objects_too(shape: str) -> None:
+    """From an attacker review: the rules located their values in plain dicts and lists only, so a
+    manifest validated from other Python objects (a dict subclass, the references as models) got a
+    bad value through. They are located in the validated manifest now."""
+    from collections import OrderedDict
+
+    class Items(list[Any]):
+        pass
+
+    document: Any = _bad_values(copy.deepcopy(EXAMPLE))
+    if shape == "OrderedDict":
+        document = OrderedDict(document, data=[OrderedDict(ref) for ref in document["data"]],
+                               checkpoints=OrderedDict(document["checkpoints"]))
+    elif shape == "references as models":
+        document["data"] = [manifest.DataRef.model_validate(ref, strict=True) for ref in document["data"]]
+        document["checkpoints"] = manifest.CheckpointPolicy.model_validate(document["checkpoints"], strict=True)
+    elif shape == "list subclass":
+        document["data"] = Items(document["data"])
+    elif shape == "int date":
+        document = copy.deepcopy(EXAMPLE)
+        document["data"] = [OrderedDict(ref) for ref in document["data"]]
+        document["data"][0]["decontamination"] = OrderedDict(document["data"][0]["decontamination"], checked_at=20240101)
+    with pytest.raises(ValidationError) as refused:
+        manifest.TrainingManifest.model_validate(document, strict=True)
+    kinds = {e["type"] for e in refused.value.errors()}
+    assert kinds & {"uri_not_ascii", "value_error", "string_pattern_mismatch"}, kinds
+
+
+def test_many_value_problems_are_counted_in_full_and_made_twenty_at_most() -> None:
+    """256 references with 100 padded labels, a bad URI, report and date each: the gate counts all
+    26,368 problems and shows the first 20 in document order, as validating the whole would, but
+    makes only those 20 into errors (the rest are counted)."""
+    document = copy.deepcopy(EXAMPLE)
+    ref = copy.deepcopy(document["data"][0])
+    ref["decontamination"]["eval_suites"] = ["\u00e9 "] * 100
+    ref["decontamination"]["checked_at"] = "2024-02-30"
+    ref["uri"], ref["decontamination"]["report"] = "s3://\u00e9", "s3://a b"
+    document["data"] = [copy.deepcopy(ref) for _ in range(256)]
+    count, problems = fast_schema_verdict(document)
+    assert (count, problems) == full_schema_verdict(document)
+    assert count == 256 * 103 and len(problems) == manifest.MAX_SCHEMA_PROBLEMS
+    assert problems[:3] == [{"pointer": "/data/0/uri", "problem": "uri_not_ascii"},
+                            {"pointer": "/data/0/decontamination/eval_suites/0", "problem": "whitespace"},
+                            {"pointer": "/data/0/decontamination/eval_suites/1", "problem": "whitespace"}]
+    tally = manifest_values.Tally(manifest.MAX_SCHEMA_PROBLEMS)
+    with pytest.raises(ValidationError) as refused:
+        manifest.TrainingManifest.model_validate(document, strict=True, context={manifest.TALLY: tally})
+    assert refused.value.error_count() == manifest.MAX_SCHEMA_PROBLEMS
+    assert tally.left_out == count - manifest.MAX_SCHEMA_PROBLEMS
+
+
+# ---------------------------------------------------------------------------- the scanner's joined texts
+
+SCANNED_TEXTS = st.lists(st.lists(st.sampled_from(["a", "é", "e\u0301", "\ufb01", "\uff21", "\u200b", "\u00ad", "\u2060",
+                                                   " ", "ghp_", "\u3164", "\u1160", "\ufe0f", "x"]),
+                                  max_size=6).map("".join), min_size=1, max_size=6)
+
+
+@SETTINGS
+@given(SCANNED_TEXTS, st.booleans())
+def test_texts_normalised_together_are_each_text_normalised(texts: list[str], bounded: bool) -> None:
+    """The scanner normalises many non-ASCII strings in one NFKC pass over them joined by NUL (a
+    starter that composes with nothing) when that holds no invisible character; otherwise each on its
+    own. Either way the result is each text's own `normalize`, joined, with the same findings."""
+    from ito_training_mcp import secret_scan
+
+    found: dict[int, set[str]] = {}
+    together = secret_scan._joined(texts, found, bounded)
+    each = [secret_scan.normalize(text) for text in texts]
+    expected = {i: {secret_scan.HIDDEN} for i, text in enumerate(each) if text is None}
+    assert found == expected
+    assert together == "\x00".join(text or "" for text in each)
