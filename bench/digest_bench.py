@@ -181,7 +181,10 @@ def stage_breakdown(path: str, reps: int) -> dict[str, float]:
         def may_hold_forbidden(data: bytes) -> bool:
             text = data.decode("utf-8", "replace")
             return bool(manifest._FORBIDDEN_RAW.search(text) or manifest._FORBIDDEN_ESCAPE.search(text))
-    digest_bytes = getattr(manifest, "digest_bytes", None)  # the gate after the read, as the service runs it
+    try:  # the gate after the read, as the service runs it
+        from ito_training_mcp.digest import digest_bytes
+    except ImportError:  # an older tree (to measure "before")
+        digest_bytes = getattr(manifest, "digest_bytes", None)
     digested = digest_bytes(file) if digest_bytes is not None else \
         manifest.DigestedManifest(file=file, manifest=manifest.parse_manifest(content))
     envelope = success(digested.summary(), notice="digested", live_api_contacted=False)
@@ -286,6 +289,15 @@ def hostile_inputs() -> dict[str, bytes]:
     cf = "".join(chr(c) for c in (0xAD, 0x600, 0x61C, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F),
                                   *range(0x2060, 0x2065), 0xFEFF, *range(0xE0020, 0xE0080)))
     docs["every format character"] = {"description": _fill("a" + cf, budget)}
+    # Refused by the schema with tens of thousands of value problems (an attacker review's find): 256
+    # references, each with 100 eval-suite labels that the label rule or the types refuse, and a bad
+    # URI, report and check date.
+    example = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    for label, labels in (("padded labels", ["\u00e9 "] * 100), ("numbers for labels", list(range(100)))):
+        ref = {**example["data"][0], "uri": "s3://\u00e9", "decontamination": {
+            **example["data"][0]["decontamination"], "eval_suites": labels, "report": "s3://a b",
+            "checked_at": "2024-02-30"}}
+        docs[f"26k value problems ({label})"] = {**example, "data": [ref] * 256}
     out = {name: json.dumps(doc, ensure_ascii=False).encode() for name, doc in docs.items()}
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})

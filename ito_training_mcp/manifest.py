@@ -1,13 +1,12 @@
-"""The reviewed training manifest, `ito.training.manifest.v1` (contract §6), and its digest.
+"""The reviewed training manifest, `ito.training.manifest.v1` (contract §6): its schema and parse.
 
 The pydantic models are the one source of the schema: `manifest_json_schema()` is what the repo
 file `schemas/ito.training.manifest.v1.schema.json` and the MCP resource publish (a test keeps
 them equal). The models are strict (no coercion), closed (unknown keys refused) and carry money
 as `Decimal` parsed from decimal strings, never floats.
 
-`digest_manifest_file` is gate 2 in one place: secure read -> strict JSON -> secret scan ->
-character rule -> schema. The digest is the SHA-256 of the bytes read from the descriptor, and those same bytes
-are what a submit sends.
+`parse_manifest` is gate 2 after the read: strict JSON -> secret scan -> character rule -> schema.
+The read, the digest and the review a person is shown are in `digest.py`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
-    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -29,8 +27,6 @@ from pydantic import (
 )
 
 from . import secret_scan, strict_json
-from .config import ManifestSettings
-from .egress import LocalText, LocalTree
 from .envelope import ErrorCode
 from .errors import ManifestRefusal
 from .manifest_characters import CHARACTER_CLASSES as CHARACTER_CLASSES
@@ -54,14 +50,13 @@ from .manifest_values import (
     places_in,
     problems_at,
     problems_of_valid,
+    trim_refused_labels,
 )
 from .manifest_values import LABEL_PATTERN as _LABEL_PATTERN
 from .manifest_values import URI_NOT_ASCII as URI_NOT_ASCII
 from .manifest_values import WHITESPACE as WHITESPACE
 from .pointers import pointer as safe_pointer
-from .review_layout import review_strings
 from .review_layout import review_text as review_text
-from .safe_read import FileBytes, ReadHooks, read_regular_file
 from .schema_trim import trim_unknown_keys
 
 SCHEMA_VERSION = "ito.training.manifest.v1"
@@ -200,8 +195,12 @@ class TrainingManifest(_Strict):
             manifest = handler(data)
         except ValidationError as exc:
             ours = problems_at(places_in(data), tally)
+            if ours and tally is not None and not tally.merge_many and exc.error_count() > _MANY_PROBLEMS:
+                tally.left_out += len(ours)  # merging means converting all of pydantic's errors first
+                tally.unmerged = True
+                raise
             if ours:
-                raise merged(cls.__name__, exc, ours, _order) from None
+                raise merged(cls.__name__, exc, ours, _order, tally) from None
             raise
         refs = manifest.data
         decontaminations = [ref.decontamination for ref in refs]
@@ -273,31 +272,6 @@ def manifest_json_schema() -> dict[str, Any]:
     return schema
 
 
-# Every key of a review, for `review_sources` (a test keeps this complete).
-REVIEW_KEYS = ("model name parameter_count size revision target data uri decontamination method eval_suites report "
-               "checked_at post_training budget ceiling_usd max_incremental_cost_usd checkpoints interval_steps "
-               "retain_last storage description")
-
-
-def review_sources(review: dict[str, Any], strings: str) -> tuple[str, ...]:
-    """Strings in which every key and string of `review` occurs, for the egress (`LocalTree`):
-    `strings` (`review_strings`) holds all of them but the description and the data revisions."""
-    revisions = "\n".join(ref["revision"] or "" for ref in review["data"])
-    return strings, review["description"] or "", revisions, REVIEW_KEYS
-
-
-def verbatim_sources(text: str, review: dict[str, Any]) -> tuple[str, ...] | None:
-    """For a manifest that passed gate 2 and holds no backslash: its text, and the review's derived
-    strings (the size and the two amounts as the review writes them). JSON without a backslash has no
-    escape, so every string of the manifest stands in its text as it is, and every string of the
-    review is in one of these: the egress checks them instead of a joined copy of the review's
-    strings (`review_strings`). None when the manifest holds a backslash."""
-    if "\\" in text:  # one character search
-        return None
-    budget = review["budget"]
-    return text, "\n".join((review["model"]["size"], budget["ceiling_usd"], budget["max_incremental_cost_usd"]))
-
-
 def _schema_problems(exc: ValidationError) -> list[dict[str, str]]:
     """Locations and fixed messages only: pydantic's input values are file content, and so are
     keys (an unknown key is masked in its pointer unless it is a plain identifier)."""
@@ -329,13 +303,16 @@ class _SchemaRefusal:
 def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManifest | _SchemaRefusal:
     """The schema's verdict. Turning pydantic's errors into Python objects is what costs on a hostile
     document (45,000 unknown keys: ~60 ms, against ~10 ms to validate them), and only the first
-    MAX_SCHEMA_PROBLEMS are reported: unknown keys past those are left out before validating (at the
-    top level always, a cheap look; in nested objects when the count shows many problems), which
-    changes neither the count nor the problems reported (see schema_trim.py). `controls_possible`:
-    False when the caller knows from the bytes that no string holds a control character (the
-    character rule's look at them), so the URI rule skips its printability pass."""
+    MAX_SCHEMA_PROBLEMS are reported. So unknown keys past those are left out before validating (at
+    the top level always, a cheap look), and the value rules make that many errors at most (`Tally`).
+    When the count still shows many problems, the document is validated again without the unknown
+    keys of nested objects and the eval-suite labels of the wrong type or length past the first
+    MAX_SCHEMA_PROBLEMS (`trim_refused_labels`). None of this changes the count or the problems
+    reported (see schema_trim.py). `controls_possible`: False when the caller knows from the bytes
+    that no string holds a control character (the character rule's look at them), so the URI rule
+    skips its printability pass."""
     trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
-    tally = Tally(MAX_SCHEMA_PROBLEMS)  # the value rules make at most this many errors, and count the rest
+    tally = Tally(MAX_SCHEMA_PROBLEMS, merge_many=False)
     try:
         return TrainingManifest.model_validate(trimmed, strict=True,
                                                context={NO_CONTROLS: not controls_possible, TALLY: tally})
@@ -343,10 +320,13 @@ def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManif
         count = exc.error_count() + left_out + tally.left_out
         if exc.error_count() > _MANY_PROBLEMS:
             deeper, _ = trim_unknown_keys(trimmed, TrainingManifest, _NESTED_MODELS, keep=MAX_SCHEMA_PROBLEMS)
-            try:
-                TrainingManifest.model_validate(deeper, strict=True, context={TALLY: Tally(MAX_SCHEMA_PROBLEMS)})
-            except ValidationError as fewer:
-                exc = fewer
+            deeper, _ = trim_refused_labels(deeper, keep=MAX_SCHEMA_PROBLEMS)
+            if deeper is not trimmed or tally.unmerged:
+                try:
+                    TrainingManifest.model_validate(deeper, strict=True, context={
+                        NO_CONTROLS: not controls_possible, TALLY: Tally(MAX_SCHEMA_PROBLEMS)})
+                except ValidationError as fewer:
+                    exc = fewer
         return _SchemaRefusal(count, _schema_problems(exc))
 
 
@@ -395,10 +375,10 @@ def _invalid_json(exc: strict_json.StrictJSONError) -> ManifestRefusal:
 
 def parse_manifest(content: bytes) -> TrainingManifest:
     """Strict JSON -> secret scan -> character rule -> schema, or raise `ManifestRefusal`."""
-    return _parsed(content)[0]
+    return parse_with_text(content)[0]
 
 
-def _parsed(content: bytes) -> tuple[TrainingManifest, str, list[dict[str, Any]]]:
+def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[str, Any]]]:
     """`parse_manifest`, with the text the bytes decoded to and the validated document's data
     references (see `TrainingManifest.review`).
 
@@ -454,76 +434,6 @@ def _parsed(content: bytes) -> tuple[TrainingManifest, str, list[dict[str, Any]]
             details={"problems": validated.problems},
         ))
     return validated, text, document["data"]
-
-
-class DigestedManifest(BaseModel):
-    """A manifest that passed gate 2: the bytes, their digest, and the parsed content."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    file: FileBytes
-    manifest: TrainingManifest
-
-    _summary: dict[str, Any] | None = PrivateAttr(default=None)
-    _text: str | None = PrivateAttr(default=None)  # what the bytes decoded to, kept from the parse
-    _references: list[dict[str, Any]] | None = PrivateAttr(default=None)  # the parsed data references
-
-    @property
-    def sha256(self) -> str:
-        return self.file.sha256
-
-    def summary(self) -> dict[str, Any]:
-        """What the digest shows: the path, the digest, the review and its text. Made once, by the
-        first caller (`digest_bytes(summarize=True)`, or whoever shows it first)."""
-        if self._summary is None:
-            self._summary = self._summarize()
-        return self._summary
-
-    def _summarize(self) -> dict[str, Any]:
-        review = self.manifest.review(self._references)
-        decoded = self.file.content.decode("utf-8") if self._text is None else self._text
-        printable = _ascii_printable(decoded)
-        verbatim = verbatim_sources(decoded, review)
-        strings = (review_strings(review),) if verbatim is None else verbatim
-        sources = review_sources(review, strings[0]) if verbatim is None else (*verbatim, REVIEW_KEYS)
-        return {
-            "path": self.file.path,
-            "sha256": self.file.sha256,
-            "size_bytes": self.file.size_bytes,
-            "schema_version": SCHEMA_VERSION,
-            "review": LocalTree(review, sources=sources, ascii_printable=printable),
-            "review_text": LocalText(review_text(review, self.file.sha256, ascii_printable=printable), strings=strings,
-                                     ascii_printable=printable),
-        }
-
-
-def _ascii_printable(text: str) -> bool:
-    """For a manifest that passed gate 2: ASCII text without a `\\u` escape holds ASCII strings, in
-    which the character rule left no control character but tab and newline (in the description)."""
-    return text.isascii() and ("\\" not in text or "\\u" not in text)  # `isascii` is a flag; then memchr
-
-
-def read_manifest(path: object, settings: ManifestSettings, *, hooks: ReadHooks | None = None) -> FileBytes:
-    """Gate 2's read: once, securely, with the SHA-256 of the bytes read (the part that can block)."""
-    return read_regular_file(path, max_bytes=settings.max_bytes, roots=settings.roots, hooks=hooks)
-
-
-def digest_bytes(file: FileBytes, *, summarize: bool = False) -> DigestedManifest:
-    """The rest of gate 2 on what `read_manifest` read: strict JSON, secret scan, character rule and
-    schema. `summarize`: make the summary now, too."""
-    manifest, text, references = _parsed(file.content)
-    digested = DigestedManifest(file=file, manifest=manifest)
-    digested._text, digested._references = text, references
-    if summarize:
-        digested.summary()
-    return digested
-
-
-def digest_manifest_file(
-    path: object, settings: ManifestSettings, *, hooks: ReadHooks | None = None, summarize: bool = False
-) -> DigestedManifest:
-    """Gate 2: read once, securely; parse strictly; scan; validate. The file is never read twice."""
-    return digest_bytes(read_manifest(path, settings, hooks=hooks), summarize=summarize)
 
 
 if __name__ == "__main__":  # python -m ito_training_mcp.manifest > schemas/ito.training.manifest.v1.schema.json

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import date
 from decimal import Decimal, InvalidOperation
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PlainSerializer, SkipValidation, ValidationError, WithJsonSchema
@@ -183,9 +183,11 @@ class Tally:
     and how many more were found (`left_out`): a manifest of 256 references with 100 bad labels each
     would otherwise cost tens of thousands of error objects, to show twenty."""
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, *, merge_many: bool = True) -> None:
         self.limit = limit
         self.left_out = 0
+        self.merge_many = merge_many  # False: among many of pydantic's errors, count these, do not merge them
+        self.unmerged = False  # they were counted and not merged: the caller must look again
 
 
 def problems_of_valid(uris: list[str], dates: list[Any], suites: list[list[str]],
@@ -287,12 +289,50 @@ def places_in(document: Any) -> list[Place]:
 _DECONTAMINATION = (("eval_suites", SUITES), ("report", URI), ("checked_at", DATE))  # in the model's order
 
 
+def trim_refused_labels(document: Any, *, keep: int) -> tuple[Any, int]:
+    """`document` (a parsed JSON document) with the eval-suite labels that pydantic refuses as such
+    (not a string, or of a length outside the limits: one error each) left out past the first `keep`
+    of them in document order, and how many were left out. Every label left out would have been
+    reported after those `keep`, so the first `keep` problems and, with this count, the total stay
+    what validating the whole document gives; 25,600 numbers in place of labels no longer cost
+    25,600 error objects. A list is never emptied (that would be a new problem): when all of its
+    labels go, its first stays. Nothing is copied unless something is left out."""
+    if type(document) is not dict or type(data := document.get("data")) is not list or len(data) > DATA_MAX:
+        return document, 0
+    seen = left_out = 0
+    copied: list[Any] | None = None
+    for index, ref in enumerate(data):
+        if type(ref) is not dict or type(d := ref.get("decontamination")) is not dict:
+            continue
+        suites = d.get("eval_suites")
+        if type(suites) is not list or not SUITES_MIN <= len(suites) <= SUITES_MAX:
+            continue
+        if _labels(suites):
+            continue
+        refused = [i for i, label in enumerate(suites)  # a lone surrogate is left in (it only keeps an error)
+                   if type(label) is not str or not LABEL_MIN <= len(label) <= LABEL_MAX]
+        room = max(0, keep - seen)
+        seen += len(refused)
+        if len(refused) <= room:
+            continue
+        dropped = set(refused[room:])
+        if len(dropped) == len(suites):
+            dropped.discard(0)
+        left_out += len(dropped)
+        if copied is None:
+            copied = list(data)
+        copied[index] = {**ref, "decontamination": {**d, "eval_suites": [label for i, label in enumerate(suites)
+                                                                         if i not in dropped]}}
+    return (document, 0) if copied is None else ({**document, "data": copied}, left_out)
+
+
 # ---------------------------------------------------------------------------- among pydantic's errors
 
 def merged(title: str, exc: ValidationError, ours: list[InitErrorDetails],
-           order: Callable[[Loc], tuple[int, ...]]) -> ValidationError:
+           order: Callable[[Loc], tuple[int, ...]], tally: Tally | None = None) -> ValidationError:
     """pydantic's errors and these (in document order, as `problems_at` makes them) in one, in
-    document order (`order` of each location; pydantic's own keep their order)."""
+    document order (`order` of each location; pydantic's own keep their order). With a `tally`, the
+    first `limit` of them, the rest counted in it."""
     theirs: list[InitErrorDetails] = []
     for error in exc.errors(include_url=False):
         again = InitErrorDetails(type=error["type"], loc=error["loc"], input=error["input"])
@@ -301,4 +341,7 @@ def merged(title: str, exc: ValidationError, ours: list[InitErrorDetails],
         theirs.append(again)
     both = heapq.merge(((order(e["loc"]), 0, i, e) for i, e in enumerate(theirs)),
                        ((order(e["loc"]), 1, i, e) for i, e in enumerate(ours)))
-    return ValidationError.from_exception_data(title, [e for *_, e in both])
+    kept = [e for *_, e in islice(both, None if tally is None else tally.limit)]  # keys made as the merge goes
+    if tally is not None:
+        tally.left_out += len(theirs) + len(ours) - len(kept)
+    return ValidationError.from_exception_data(title, kept)

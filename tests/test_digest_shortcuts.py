@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from ito_training_mcp import egress, manifest, manifest_characters, manifest_values, review_layout, strict_json
+from ito_training_mcp import digest, egress, manifest, manifest_characters, manifest_values, review_layout, strict_json
 from ito_training_mcp.credentials import Credential
 from ito_training_mcp.envelope import ErrorCode, success
 from ito_training_mcp.errors import ManifestRefusal
@@ -333,7 +333,7 @@ def _keys_and_strings(value: Any) -> list[str]:
 @given(manifests())
 def test_every_key_and_string_of_a_review_is_in_its_sources(parsed: manifest.TrainingManifest) -> None:
     review = parsed.review()
-    sources = manifest.review_sources(review, review_layout.review_strings(review))
+    sources = digest.review_sources(review, review_layout.review_strings(review))
     for text in _keys_and_strings(review):
         assert any(text in source for source in sources), text
 
@@ -349,8 +349,8 @@ def test_a_review_that_is_not_the_digests_is_walked_string_by_string() -> None:
 
 def _digest_data(content: bytes) -> Doc:
     parsed = manifest.parse_manifest(content)
-    file = manifest.FileBytes(path="/m.json", content=content, sha256="0" * 64)
-    return manifest.DigestedManifest(file=file, manifest=parsed).summary()
+    file = digest.FileBytes(path="/m.json", content=content, sha256="0" * 64)
+    return digest.DigestedManifest(file=file, manifest=parsed).summary()
 
 
 def test_the_digests_review_is_checked_through_its_sources() -> None:
@@ -405,13 +405,13 @@ def test_a_manifest_without_a_backslash_holds_every_string_of_its_review(doc: Do
     (the derived size and amounts are appended). With one, the review's own strings are used."""
     content = json.dumps(doc, ensure_ascii=ascii_only).encode()
     review = manifest.TrainingManifest.model_validate(doc, strict=True).review()
-    text = manifest.verbatim_sources(content.decode(), review)
+    text = digest.verbatim_sources(content.decode(), review)
     if b"\\" in content:
         assert text is None
         return
     assert text is not None
     for string in _keys_and_strings(review):
-        assert any(string in part for part in (*text, manifest.REVIEW_KEYS)), string
+        assert any(string in part for part in (*text, digest.REVIEW_KEYS)), string
 
 
 PRINTABLE_LABELS = st.text(st.sampled_from(list("abcXYZ019-_/.:éü密")), min_size=1, max_size=12)
@@ -429,7 +429,7 @@ def test_the_parsed_references_are_the_reviews_own(refs: list[tuple[str, list[st
         ref["name"], ref["decontamination"]["eval_suites"] = name, suites
         if drop:
             ref.pop("revision", None)
-    manifest_, _, references = manifest._parsed(json.dumps(doc).encode())
+    manifest_, _, references = manifest.parse_with_text(json.dumps(doc).encode())
     assert manifest_.review(references) == manifest_.review()
     assert all(list(ref) == list(built) or set(ref) == set(built)
                for ref, built in zip(manifest_.review(references)["data"], manifest_.review()["data"], strict=True))
@@ -456,10 +456,10 @@ def test_the_summary_is_made_once_in_the_digesting_thread(tmp_path: Any) -> None
     path = tmp_path / "manifest.json"
     path.write_bytes(EXAMPLE_MANIFEST.read_bytes())
     path.chmod(0o600)
-    digested = manifest.digest_manifest_file(str(path), ManifestSettings.from_env({}), summarize=True)
+    digested = digest.digest_manifest_file(str(path), ManifestSettings.from_env({}), summarize=True)
     made = digested._summary
     assert made is not None and digested.summary() is made and digested.summary() is made
-    assert manifest.digest_manifest_file(str(path), ManifestSettings.from_env({}))._summary is None
+    assert digest.digest_manifest_file(str(path), ManifestSettings.from_env({}))._summary is None
 
 
 # ---------------------------------------------------------------------------- the rules, however validated

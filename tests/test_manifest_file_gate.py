@@ -22,9 +22,9 @@ import anyio
 import pytest
 
 from ito_training_mcp.config import ManifestSettings
+from ito_training_mcp.digest import digest_manifest_file
 from ito_training_mcp.envelope import Envelope, ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
-from ito_training_mcp.manifest import digest_manifest_file
 from ito_training_mcp.safe_read import ReadHooks, read_regular_file
 from ito_training_mcp.service import TrainingService
 

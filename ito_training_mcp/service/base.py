@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..audit import AuditLog
     from ..backend_client import BackendClient, Exchange
     from ..backend_models import Capabilities, Eligibility, Run
-    from ..manifest import DigestedManifest
+    from ..digest import DigestedManifest
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 M = TypeVar("M", bound=BaseModel)
@@ -232,7 +232,7 @@ class ServiceBase:
         worker would hold the event loop up under the GIL all the same, and handing a mebibyte of
         parsed objects from a worker's core to this one cost more than the checks (bench/README.md,
         "the thread hop")."""
-        from ..manifest import digest_bytes, read_manifest
+        from ..digest import digest_bytes, read_manifest
 
         settings = ManifestSettings.from_env(self.env)
         file = await anyio.to_thread.run_sync(functools.partial(read_manifest, path, settings))

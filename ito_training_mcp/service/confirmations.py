@@ -43,7 +43,7 @@ from .waiting import MonotonicClock, Position, wait_data, wait_until
 if TYPE_CHECKING:
     from ..backend_client import BackendClient, BackendRefusal
     from ..backend_models import ConfirmationRequest, Plan
-    from ..manifest import DigestedManifest
+    from ..digest import DigestedManifest
 
 RUN_ACTIONS = ("training.cancel", "training.cleanup")
 NEXT_TOOL = {"training.create": "submit_training", "training.cancel": "cancel_training",

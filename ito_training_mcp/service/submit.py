@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..backend_client import BackendClient, BackendRefusal
     from ..backend_models import Run
     from ..config import BackendSettings
-    from ..manifest import DigestedManifest
+    from ..digest import DigestedManifest
 
 
 class SubmitOperations(ServiceBase):
