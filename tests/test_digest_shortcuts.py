@@ -545,3 +545,36 @@ def test_texts_normalised_together_are_each_text_normalised(texts: list[str], bo
     expected = {i: {secret_scan.HIDDEN} for i, text in enumerate(each) if text is None}
     assert found == expected
     assert together == "\x00".join(text or "" for text in each)
+
+
+@st.composite
+def documents_with_many_value_problems(draw: st.DrawFn) -> Doc:
+    """Up to 256 references with up to 100 eval-suite labels drawn from good, padded and refused ones,
+    bad URIs and dates here and there, an unknown key now and then: hundreds to tens of thousands of
+    problems."""
+    pool = ["ok", "a b", "\u00e9 ", " x", "", "x" * 201, 7, None, {"k": 1}, "a  b", "\u3000y"]
+    document = copy.deepcopy(EXAMPLE)
+    refs = []
+    for index in range(draw(st.sampled_from([1, 3, 40, 256]))):
+        ref = copy.deepcopy(EXAMPLE["data"][0])
+        size = draw(st.sampled_from([1, 5, 100]))
+        ref["decontamination"]["eval_suites"] = draw(st.lists(st.sampled_from(pool), min_size=size, max_size=size))
+        if draw(st.integers(0, 9)) < 3:
+            ref["uri"] = draw(st.sampled_from(["s3://\u00e9", "s3://a b", 5, "s3://ok"]))
+        if draw(st.integers(0, 9)) < 3:
+            ref["decontamination"]["checked_at"] = draw(st.sampled_from(["2024-02-30", 1, "2024-01-01"]))
+        if draw(st.integers(0, 9)) < 1:
+            ref[f"extra{index}"] = 1
+        refs.append(ref)
+    document["data"] = refs
+    return document
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(documents_with_many_value_problems())
+def test_many_value_problems_report_what_validating_everything_would(document: Doc) -> None:
+    """The gate's shortcuts for refused documents (twenty errors made by the value rules, their
+    errors counted rather than merged among thousands of pydantic's, refused labels past the first
+    twenty left out before a second look) give the count and the twenty problems of the whole."""
+    assert fast_schema_verdict(document) == full_schema_verdict(document)
