@@ -42,6 +42,7 @@ from .manifest_values import (
     IsoDate,
     Label,
     Labels,
+    ManyErrors,
     Money,
     Place,
     Tally,
@@ -195,10 +196,10 @@ class TrainingManifest(_Strict):
             manifest = handler(data)
         except ValidationError as exc:
             ours = problems_at(places_in(data), tally)
-            if ours and tally is not None and not tally.merge_many and exc.error_count() > _MANY_PROBLEMS:
+            if tally is not None and not tally.merge_many and exc.error_count() > _MANY_PROBLEMS:
                 tally.left_out += len(ours)  # merging means converting all of pydantic's errors first
-                tally.unmerged = True
-                raise
+                tally.unmerged = bool(ours)
+                raise ManyErrors(exc) from None
             if ours:
                 raise merged(cls.__name__, exc, ours, _order, tally) from None
             raise
@@ -314,8 +315,11 @@ def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManif
     trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
     tally = Tally(MAX_SCHEMA_PROBLEMS, merge_many=False)
     try:
-        return TrainingManifest.model_validate(trimmed, strict=True,
-                                               context={NO_CONTROLS: not controls_possible, TALLY: tally})
+        try:
+            return TrainingManifest.model_validate(trimmed, strict=True,
+                                                   context={NO_CONTROLS: not controls_possible, TALLY: tally})
+        except ManyErrors as many:
+            raise many.exc from None
     except ValidationError as exc:
         count = exc.error_count() + left_out + tally.left_out
         if exc.error_count() > _MANY_PROBLEMS:

@@ -178,6 +178,16 @@ Place = tuple[Loc, str, Any]
 URI, DATE, SUITES = "uri", "date", "suites"
 
 
+class ManyErrors(Exception):
+    """pydantic's errors, carried out of the model's validator as they are: raised back through
+    pydantic, tens of thousands of them cost as much again to convert. Only when a `Tally` asks for it
+    (`merge_many=False`: the gate, which looks again with less)."""
+
+    def __init__(self, exc: ValidationError) -> None:
+        super().__init__("many errors")
+        self.exc = exc
+
+
 class Tally:
     """How many problems of these rules to make into errors (`limit`; the gate shows the first 20),
     and how many more were found (`left_out`): a manifest of 256 references with 100 bad labels each
@@ -308,10 +318,13 @@ def trim_refused_labels(document: Any, *, keep: int) -> tuple[Any, int]:
         suites = d.get("eval_suites")
         if type(suites) is not list or not SUITES_MIN <= len(suites) <= SUITES_MAX:
             continue
-        if _labels(suites):
+        if str not in set(map(type, suites)):  # no label at all (numbers, say): every one refused, in C
+            refused: list[int] | range = range(len(suites))
+        elif _labels(suites):
             continue
-        refused = [i for i, label in enumerate(suites)  # a lone surrogate is left in (it only keeps an error)
-                   if type(label) is not str or not LABEL_MIN <= len(label) <= LABEL_MAX]
+        else:
+            refused = [i for i, label in enumerate(suites)  # a lone surrogate stays (it only keeps an error)
+                       if type(label) is not str or not LABEL_MIN <= len(label) <= LABEL_MAX]
         room = max(0, keep - seen)
         seen += len(refused)
         if len(refused) <= room:
@@ -320,8 +333,9 @@ def trim_refused_labels(document: Any, *, keep: int) -> tuple[Any, int]:
         left_out += len(dropped)
         if copied is None:
             copied = list(data)
-        copied[index] = {**ref, "decontamination": {**d, "eval_suites": [label for i, label in enumerate(suites)
-                                                                         if i not in dropped]}}
+        kept = suites[:max(room, 1)] if isinstance(refused, range) else \
+            [label for i, label in enumerate(suites) if i not in dropped]
+        copied[index] = {**ref, "decontamination": {**d, "eval_suites": kept}}
     return (document, 0) if copied is None else ({**document, "data": copied}, left_out)
 
 
