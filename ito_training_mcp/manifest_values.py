@@ -215,9 +215,9 @@ def problems_of_valid(uris: list[str], dates: list[Any], suites: list[list[str]]
 
 def problems_at(places: Iterable[Place], tally: Tally | None = None) -> list[InitErrorDetails]:
     """Each value's own verdict, in the order of `places` (document order), where its per-value
-    validator would have run: a URI or label only when it is a string of an allowed length (a list of
-    labels only when it is a list of such strings, of an allowed length); a date always. With a
-    `tally`, only its `limit` are made into errors and the rest are counted in it."""
+    validator would have run: a URI or label only when it is a string of an allowed length (a label
+    in a list of an allowed length, whatever the other labels are); a date always. With a `tally`,
+    only its `limit` are made into errors and the rest are counted in it."""
     limit = None if tally is None else tally.limit
     found: list[InitErrorDetails] = []
     left_out = 0
@@ -236,8 +236,14 @@ def problems_at(places: Iterable[Place], tally: Tally | None = None) -> list[Ini
         elif rule == DATE:
             if (problem := date_problem(value)) is not None:
                 add(loc, _DATE_ERRORS[problem], value)
-        elif _labels(value) and not labels_pass(value):
-            missed = [i for i, label in enumerate(value) if not _LABEL_RE.fullmatch(label)]
+        elif isinstance(value, list) and SUITES_MIN <= len(value) <= SUITES_MAX:
+            if _labels(value):  # every one a string of an allowed length: one look first
+                if labels_pass(value):
+                    continue
+                missed = [i for i, label in enumerate(value) if not _LABEL_RE.fullmatch(label)]
+            else:  # the pattern is still each string's own verdict, whatever the others are
+                missed = [i for i, label in enumerate(value)
+                          if _string(label, LABEL_MIN, LABEL_MAX) and not _LABEL_RE.fullmatch(label)]
             room = len(missed) if limit is None else max(0, min(len(missed), limit - len(found)))
             found += [InitErrorDetails(type=_LABEL_ERROR, loc=(*loc, i), input=value[i]) for i in missed[:room]]
             left_out += len(missed) - room

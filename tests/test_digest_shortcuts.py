@@ -181,11 +181,17 @@ LABELS_TO_TRY = st.lists(st.lists(st.sampled_from(["a", "b", "x y", " ", "  ", "
                          min_size=1, max_size=6)
 
 
+REFUSED_LABELS = st.sampled_from([5, "", "x" * 201, None, {"k": "v"}, True])
+
+
 @SETTINGS
-@given(LABELS_TO_TRY)
-def test_a_listed_label_gets_the_label_patterns_verdict(suites: list[str]) -> None:
+@given(st.one_of(LABELS_TO_TRY, st.lists(st.one_of(LABELS_TO_TRY.map(lambda labels: labels[0]), REFUSED_LABELS),
+                                         min_size=1, max_size=6)))
+def test_a_listed_label_gets_the_label_patterns_verdict(suites: list[Any]) -> None:
     """One look at all eval suites (the pattern per label only when that look finds a space out of
-    place) answers exactly as pydantic's pattern on every label: the same errors at the same places."""
+    place) answers exactly as pydantic's pattern on every label: the same errors at the same places,
+    also in a list that holds labels of the wrong type or length (an attacker review's find: the
+    padded labels of such a list went unreported)."""
     document = _put(EXAMPLE, ("data", 0, "decontamination", "eval_suites"), suites)
     try:
         manifest.TrainingManifest.model_validate(document, strict=True)
