@@ -57,7 +57,6 @@ from .manifest_values import LABEL_PATTERN as _LABEL_PATTERN
 from .manifest_values import URI_NOT_ASCII as URI_NOT_ASCII
 from .manifest_values import WHITESPACE as WHITESPACE
 from .pointers import pointer as safe_pointer
-from .review_layout import review_text as review_text
 from .schema_trim import trim_unknown_keys
 
 SCHEMA_VERSION = "ito.training.manifest.v1"

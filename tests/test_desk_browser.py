@@ -170,7 +170,21 @@ def test_reused_and_expired_links(page: Any, rb: ReferenceBackend, account: Acco
         fresh.close()
 
 
-class _AttackPage(BaseHTTPRequestHandler):
+class _HtmlPage(BaseHTTPRequestHandler):
+    """A quiet page server for the tests' other sites: `send_html` answers 200 with the body."""
+
+    def send_html(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class _AttackPage(_HtmlPage):
     target = ""
     as_link = False  # a plain link to `target` (a chat app showing review_url) instead of a forged form
 
@@ -181,14 +195,7 @@ class _AttackPage(BaseHTTPRequestHandler):
             body = (f'<!doctype html><form id="f" method="post" action="{self.target}">'
                     '<input type="hidden" name="csrf" value="forged"></form>'
                     '<script>document.getElementById("f").submit()</script>').encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_html(body)
 
 
 @pytest.fixture
@@ -307,7 +314,7 @@ def test_the_runs_page_chart_renders(page: Any, rb: ReferenceBackend, account: A
     assert page.problems == []
 
 
-class _OtherPort(BaseHTTPRequestHandler):
+class _OtherPort(_HtmlPage):
     """Another local program's web server on another loopback port. Browsers scope cookies by host,
     not port, so a same-site navigation to its own /desk/ path carries the desk's session cookie."""
 
@@ -321,14 +328,7 @@ class _OtherPort(BaseHTTPRequestHandler):
             body = b"<!doctype html><p>loading</p>"
         else:  # the link the person opened: bounce to this server's own /desk/ path, no script needed
             body = b'<!doctype html><meta http-equiv="refresh" content="0;url=/desk/requests/x">'
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_html(body)
 
 
 def _form_token(html: str) -> str | None:
