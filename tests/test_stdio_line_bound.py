@@ -213,12 +213,23 @@ async def test_the_transport_over_given_descriptors_serves_until_input_closes() 
 
     lines = [json.dumps(INITIALIZE).encode(), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
              .encode(), b"x" * (limit + 1), json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode()]
+    def read_answers(count: int) -> list[Any]:
+        received = b""
+        while received.count(b"\n") < count:
+            chunk = os.read(client_from_server, 1 << 20)
+            if not chunk:
+                break
+            received += chunk
+        return [json.loads(line) for line in received.splitlines()]
+
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(serve)
             await anyio.to_thread.run_sync(os.write, client_to_server, b"\n".join(lines) + b"\n")
+            # Every answer first (a request still in flight at end of input may be dropped, as a
+            # client that closes its end early would expect), then end of input.
+            answers = await anyio.to_thread.run_sync(read_answers, 3, abandon_on_cancel=True)  # fail_after ends it
             os.close(client_to_server)  # end of input: the server must finish by itself
-        answers = [json.loads(line) for line in os.read(client_from_server, 1 << 20).splitlines()]
     assert [a.get("id") for a in answers] == [1, None, 3]
     assert answers[1]["error"]["code"] == -32600 and answers[2]["result"] == {}
     for fd in (server_in, server_out, client_from_server):
