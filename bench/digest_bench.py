@@ -293,11 +293,26 @@ def hostile_inputs() -> dict[str, bytes]:
     # references, each with 100 eval-suite labels that the label rule or the types refuse, and a bad
     # URI, report and check date.
     example = json.loads(EXAMPLE_MANIFEST.read_bytes())
-    for label, labels in (("padded labels", ["\u00e9 "] * 100), ("numbers for labels", list(range(100)))):
+    for label, labels in (("padded labels", ["\u00e9 "] * 100), ("numbers for labels", list(range(100))),
+                          ("empty labels", [""] * 100)):
         ref = {**example["data"][0], "uri": "s3://\u00e9", "decontamination": {
             **example["data"][0]["decontamination"], "eval_suites": labels, "report": "s3://a b",
             "checked_at": "2024-02-30"}}
         docs[f"26k value problems ({label})"] = {**example, "data": [ref] * 256}
+    # The labels that make the value rules look at each label, one problem per list or none.
+    word = "mmlu pro humaneval plus gsm8k arc challenge"
+
+    def suites(*labels: Any) -> dict[str, Any]:
+        ref = example["data"][0]
+        return {**example, "data": [{**ref, "decontamination": {**ref["decontamination"], "eval_suites": list(labels)}}]
+                * 256}
+
+    docs["a number among clean labels, each list"] = suites(7, *[word] * 70)
+    docs["one padded label among long ones, each list"] = suites(*[word] * 70, word + " ")
+    docs["one ideographic space among long labels, each list"] = suites(*[word] * 70, "a\u3000b")
+    docs["clean labels, one bad URI"] = {**suites(*[word] * 70), "checkpoints": {
+        **example["checkpoints"], "storage": "s3://a b"}}
+    docs["labels one character too long"] = suites(*["x" * 201] * 18)
     out = {name: json.dumps(doc, ensure_ascii=False).encode() for name, doc in docs.items()}
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})

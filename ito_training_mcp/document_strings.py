@@ -1,10 +1,12 @@
 """Every key and every string value of a parsed JSON document, collected once: the secret scanner and
 the manifest's character rule both need them, and one walk serves both. The walk also records each
 container (`Span`), so that the scanner can build a JSON pointer only for a container that holds a
-finding."""
+finding, and counts how deep the containers nest (the gate's nesting check, for free when the walk
+was made)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 _CONTAINERS = (dict, list)
@@ -21,32 +23,62 @@ class Span(NamedTuple):
     only_strings: bool  # every child is a string (then a value's position is its index minus `first`)
 
 
-def collect(document: Any) -> tuple[list[str], list[str], list[Span]]:
-    """Every distinct key, every string value in the order `_pointers` visits them, and the containers
-    in that order. A container holding nothing but strings (a long list of labels) is taken whole."""
-    keys: dict[str, None] = {}
+_Raw = tuple[Any, int, "str | int", int, int, bool]  # a Span's fields, before it is needed as one
+# What a list can hold that is neither a string nor below it: a list of numbers needs no look at each.
+_SCALARS_AND_CONTAINERS = frozenset({int, float, Decimal, bool, type(None), dict, list})
+
+
+class Collected(NamedTuple):
+    keys: list[str]  # every distinct key, in the order first met
+    values: list[str]  # every string value, in the order `_pointers` visits them
+    spans: list[_Raw]  # the containers in that order (as `Span` fields)
+    depth: int  # how many levels of containers the document nests (0: none)
+    # No string value is longer than the longest of these: the strings of the lists that hold only
+    # strings, as the length of each such list's strings together, and every other string value.
+    lists_longest: int
+    scattered: list[str]
+
+
+def collect(document: Any) -> Collected:
+    """One walk of the document: see `Collected`. A container holding nothing but strings (a long list
+    of labels) is taken whole."""
+    keys: dict[str, Any] = {}  # only its keys are used: insertion order, each once
     values: list[str] = [document] if isinstance(document, str) else []
-    spans: list[Span] = []
-    stack: list[tuple[Any, int, str | int]] = [(document, -1, "")] if type(document) in _CONTAINERS else []
+    scattered: list[str] = list(values)
+    lists_longest = 0
+    spans: list[_Raw] = []
+    stack: list[tuple[Any, int, str | int, int]] = [(document, -1, "", 1)] if type(document) in _CONTAINERS else []
+    deepest = 0
     while stack:
-        node, parent, name = stack.pop()
-        if type(node) is dict:
-            keys.update(dict.fromkeys(node))
-            children: Any = node.values()
-        else:
-            children = node
+        node, parent, name, level = stack.pop()
+        if level > deepest:
+            deepest = level
         first = len(values)
+        here = len(spans)
+        if type(node) is dict:  # an object's values are mostly of mixed kinds: no join to try
+            keys.update(node)
+            strings = [child for child in node.values() if isinstance(child, str)]
+            values += strings
+            scattered += strings
+            spans.append((node, parent, name, first, len(strings), len(strings) == len(node)))
+            stack += [(child, here, key, level + 1) for key, child in node.items() if type(child) in _CONTAINERS]
+            continue
         try:
-            "".join(children)  # are they all strings? C speed, and no copy is kept
+            together = len("".join(node))  # are they all strings? C speed, and no copy is kept
         except TypeError:
-            values += [child for child in children if isinstance(child, str)]
-            items = node.items() if type(node) is dict else enumerate(node)
-            spans.append(Span(node, parent, name, first, len(values) - first, False))
-            stack += [(child, len(spans) - 1, key) for key, child in items if type(child) in _CONTAINERS]
+            kinds = set(map(type, node))  # a list of numbers holds no string and nothing below
+            if not kinds <= _SCALARS_AND_CONTAINERS or str in kinds:
+                strings = [child for child in node if isinstance(child, str)]
+                values += strings
+                scattered += strings
+            spans.append((node, parent, name, first, len(values) - first, False))
+            if dict in kinds or list in kinds:
+                stack += [(child, here, key, level + 1) for key, child in enumerate(node) if type(child) in _CONTAINERS]
         else:
-            values += children
-            spans.append(Span(node, parent, name, first, len(values) - first, True))
-    return list(keys), values, spans
+            values += node
+            lists_longest = max(lists_longest, together)
+            spans.append((node, parent, name, first, len(node), True))
+    return Collected(list(keys), values, spans, deepest, lists_longest, scattered)
 
 
 class DocumentStrings:
@@ -55,16 +87,27 @@ class DocumentStrings:
 
     def __init__(self, document: Any) -> None:
         self.document = document
-        self._collected: tuple[list[str], list[str], list[Span]] | None = None
+        self._collected: Collected | None = None
 
-    def _all(self) -> tuple[list[str], list[str], list[Span]]:
+    def _all(self) -> Collected:
         if self._collected is None:
             self._collected = collect(self.document)
         return self._collected
 
     def get(self) -> tuple[list[str], list[str]]:
-        keys, values, _ = self._all()
-        return keys, values
+        collected = self._all()
+        return collected.keys, collected.values
 
     def spans(self) -> list[Span]:
-        return self._all()[2]
+        return list(map(Span._make, self._all().spans))
+
+    def depth(self) -> int | None:
+        """How many levels of containers the document nests, if the walk has been made (it counts
+        them on the way); None if not."""
+        return None if self._collected is None else self._collected.depth
+
+    def longest_value_bound(self) -> int:
+        """A length no string value exceeds (for most documents, in a few steps rather than one per
+        string)."""
+        collected = self._all()
+        return max(collected.lists_longest, max(map(len, collected.scattered), default=0))

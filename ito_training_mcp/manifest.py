@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from enum import StrEnum
+from itertools import chain
 from typing import Any, Literal
 
 from pydantic import (
@@ -47,6 +48,7 @@ from .manifest_values import (
     Place,
     Tally,
     Uri,
+    is_text,
     merged,
     places_in,
     problems_at,
@@ -65,6 +67,11 @@ _IMMUTABLE_REVISION = r"^([0-9a-f]{40}|[0-9a-f]{64}|sha256:[0-9a-f]{64})$"
 MAX_SCHEMA_PROBLEMS = 20
 NO_CONTROLS = "ito.no_controls"  # validation context: True when the bytes hold no control character
 TALLY = "ito.tally"  # validation context: a `Tally` for the value rules' errors
+# Validation context: every eval-suite label of the document validated, joined by a line break (the
+# gate has it from its look for labels that are not strings).
+LABELS_TEXT = "ito.labels_text"
+# The value rules stop counting past this many problems; the refusal then says "at least".
+COUNTED_MAX = 50
 
 
 class TrainingTarget(StrEnum):
@@ -207,7 +214,8 @@ class TrainingManifest(_Strict):
         problems = problems_of_valid(
             [ref.uri for ref in refs] + [d.report for d in decontaminations] + [manifest.checkpoints.storage],
             [d.checked_at for d in decontaminations], [d.eval_suites for d in decontaminations],
-            lambda: _places_of(manifest), controls_possible=context.get(NO_CONTROLS) is not True, tally=tally)
+            lambda: _places_of(manifest), controls_possible=context.get(NO_CONTROLS) is not True, tally=tally,
+            labels_text=context.get(LABELS_TEXT))
         if problems:
             raise ValidationError.from_exception_data(cls.__name__, problems)
         return manifest
@@ -293,44 +301,69 @@ _NESTED_MODELS: dict[type[BaseModel], dict[str, tuple[type[BaseModel], bool]]] =
 
 
 class _SchemaRefusal:
-    """What the schema found wrong: how many problems, and the first MAX_SCHEMA_PROBLEMS of them."""
+    """What the schema found wrong: how many problems (`at_least`: counting stopped there), and the
+    first MAX_SCHEMA_PROBLEMS of them."""
 
-    def __init__(self, count: int, problems: list[dict[str, str]]) -> None:
+    def __init__(self, count: int, problems: list[dict[str, str]], *, at_least: bool = False) -> None:
         self.count = count
         self.problems = problems
+        self.at_least = at_least
 
 
 def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManifest | _SchemaRefusal:
     """The schema's verdict. Turning pydantic's errors into Python objects is what costs on a hostile
     document (45,000 unknown keys: ~60 ms, against ~10 ms to validate them), and only the first
-    MAX_SCHEMA_PROBLEMS are reported. So unknown keys past those are left out before validating (at
-    the top level always, a cheap look), and the value rules make that many errors at most (`Tally`).
+    MAX_SCHEMA_PROBLEMS are reported. So, before validating:
+    - unknown keys past those are left out at the top level (a cheap look);
+    - when some eval-suite label is not a string (one join of them all tells), the labels pydantic
+      refuses as such past the first MAX_SCHEMA_PROBLEMS are left out (`trim_refused_labels`);
+    and the value rules make that many errors at most and stop counting past COUNTED_MAX (`Tally`).
     When the count still shows many problems, the document is validated again without the unknown
-    keys of nested objects and the eval-suite labels of the wrong type or length past the first
-    MAX_SCHEMA_PROBLEMS (`trim_refused_labels`). None of this changes the count or the problems
-    reported (see schema_trim.py). `controls_possible`: False when the caller knows from the bytes
-    that no string holds a control character (the character rule's look at them), so the URI rule
-    skips its printability pass."""
+    keys of nested objects. None of this changes the problems reported, nor the count unless the
+    rules stopped counting (`at_least`; see schema_trim.py). `controls_possible`: False when the
+    caller knows from the bytes that no string holds a control character (the character rule's look
+    at them), so the URI rule skips its printability pass."""
     trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
-    tally = Tally(MAX_SCHEMA_PROBLEMS, merge_many=False)
+    labels_text = _labels_text(trimmed)
+    stopped = False
+    if labels_text is None:
+        trimmed, refused_labels, stopped = trim_refused_labels(trimmed, keep=MAX_SCHEMA_PROBLEMS,
+                                                               stop_after=COUNTED_MAX)
+        left_out += refused_labels
+    tally = Tally(MAX_SCHEMA_PROBLEMS, merge_many=False, cap=COUNTED_MAX)
     try:
         try:
-            return TrainingManifest.model_validate(trimmed, strict=True,
-                                                   context={NO_CONTROLS: not controls_possible, TALLY: tally})
+            return TrainingManifest.model_validate(trimmed, strict=True, context={
+                NO_CONTROLS: not controls_possible, TALLY: tally, LABELS_TEXT: labels_text})
         except ManyErrors as many:
             raise many.exc from None
     except ValidationError as exc:
         count = exc.error_count() + left_out + tally.left_out
         if exc.error_count() > _MANY_PROBLEMS:
             deeper, _ = trim_unknown_keys(trimmed, TrainingManifest, _NESTED_MODELS, keep=MAX_SCHEMA_PROBLEMS)
-            deeper, _ = trim_refused_labels(deeper, keep=MAX_SCHEMA_PROBLEMS)
+            deeper, *_ = trim_refused_labels(deeper, keep=MAX_SCHEMA_PROBLEMS, stop_after=MAX_SCHEMA_PROBLEMS)
             if deeper is not trimmed or tally.unmerged:
                 try:
                     TrainingManifest.model_validate(deeper, strict=True, context={
-                        NO_CONTROLS: not controls_possible, TALLY: Tally(MAX_SCHEMA_PROBLEMS)})
+                        NO_CONTROLS: not controls_possible,
+                        TALLY: Tally(MAX_SCHEMA_PROBLEMS, cap=MAX_SCHEMA_PROBLEMS)})
                 except ValidationError as fewer:
                     exc = fewer
-        return _SchemaRefusal(count, _schema_problems(exc))
+        return _SchemaRefusal(count, _schema_problems(exc), at_least=tally.capped or stopped)
+
+
+def _labels_text(document: Any) -> str | None:
+    """Every eval-suite label of a parsed manifest document, joined by a line break; None when a label
+    is not a string or not text (a lone surrogate), or the document is not shaped like a manifest
+    there. (What it gives for a misshapen document is never used: it serves a document the schema
+    accepts.) Labels too long are left to the schema: a mebibyte holds ~5,000 of them."""
+    if type(document) is not dict or type(data := document.get("data")) is not list or len(data) > DATA_MAX:
+        return None
+    try:
+        text = "\n".join(chain.from_iterable(ref["decontamination"]["eval_suites"] for ref in data))
+    except (TypeError, KeyError):
+        return None
+    return text if is_text(text) else None
 
 
 def _places_of(manifest: TrainingManifest) -> list[Place]:
@@ -398,12 +431,14 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
     forbidden_possible = may_hold_forbidden(content)  # a look at the bytes: C0 and DEL are in its classes
     validated = _validate(document, controls_possible=forbidden_possible)
 
+    strings = secret_scan.DocumentStrings(document)
+
     def refuse(refusal: ManifestRefusal) -> ManifestRefusal:
-        if strict_json.depth_exceeds(document):
+        depth = strings.depth()  # counted by the walk of every string, when the scan or the rule made it
+        if strict_json.depth_exceeds(document) if depth is None else depth > strict_json.MAX_DEPTH:
             return _invalid_json(strict_json.too_deep())
         return refusal
 
-    strings = secret_scan.DocumentStrings(document)
     findings = secret_scan.scan(document, source=text, strings=strings,
                                 bounded=isinstance(validated, _SchemaRefusal))
     if findings:
@@ -432,7 +467,8 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
     if isinstance(validated, _SchemaRefusal):
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,
-            f"The manifest does not match {SCHEMA_VERSION} ({validated.count} problem(s); see details.problems).",
+            f"The manifest does not match {SCHEMA_VERSION} ({'at least ' if validated.at_least else ''}"
+            f"{validated.count} problem(s); see details.problems).",
             check="schema",
             details={"problems": validated.problems},
         ))

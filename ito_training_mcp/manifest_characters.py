@@ -69,18 +69,22 @@ def _ranges(points: list[int]) -> list[tuple[int, int]]:
 
 @cache
 def _utf8_search(exclude: str) -> Callable[[bytes], bool]:
-    """Does UTF-8 `data` hold a forbidden character other than those in `exclude`? One linear pass:
+    """Does UTF-8 `data` hold a forbidden character other than those in `exclude`? A look for the
+    bytes that begin one (a few byte searches: most text holds none of them), then one linear pass:
     RE2 where installed (a dependency), else Python's `re` over the decoded text."""
-    ranges = _ranges(_code_points(exclude))
+    points = _code_points(exclude)
+    ranges = _ranges(points)
+    leads = sorted({chr(point).encode("utf-8", "surrogatepass")[:1] for point in points})
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
     except ImportError:  # pragma: no cover - exercised where no wheel exists
         pattern = re.compile("[" + "".join(re.escape(chr(a)) + "-" + re.escape(chr(b)) for a, b in ranges) + "]")
-        return lambda data: pattern.search(data.decode("utf-8", "surrogatepass")) is not None
+        return lambda data: (any(lead in data for lead in leads)
+                             and pattern.search(data.decode("utf-8", "surrogatepass")) is not None)
     options = re2.Options()
     options.never_capture = True
     compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]", options)
-    return lambda data: compiled.search(data) is not None
+    return lambda data: any(lead in data for lead in leads) and compiled.search(data) is not None
 
 
 def may_hold_forbidden(content: bytes) -> bool:

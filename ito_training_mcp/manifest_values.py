@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import functools
 import heapq
+import operator
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Set
 from datetime import date
 from decimal import Decimal, InvalidOperation
-from itertools import chain, islice, repeat
+from itertools import chain, compress, islice, repeat
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PlainSerializer, SkipValidation, ValidationError, WithJsonSchema
@@ -54,6 +55,9 @@ LABEL_MIN, LABEL_MAX = 1, 200
 SUITES_MIN, SUITES_MAX = 1, 100
 DATA_MAX = 256  # data references: beyond it pydantic reports the length alone and validates no item
 _LABEL_RE = re.compile(LABEL_PATTERN)
+# The same, one by one: a search for each is faster than a class (a text that cannot hold one,
+# Latin-1 for all but the first, is settled at once).
+_OTHER_SPACE_CHARS = tuple(chr(c) for c in (0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000))
 
 
 # ---------------------------------------------------------------------------- the types
@@ -99,9 +103,10 @@ Uri = Annotated[
 ]
 WHITESPACE = "whitespace"  # the problem class of a label that misses LABEL_PATTERN
 Label = Annotated[str, Field(min_length=LABEL_MIN, max_length=LABEL_MAX, pattern=LABEL_PATTERN)]
-# A list of eval suites: each label bounded here, the pattern checked with the whole manifest.
-_ListedLabel = Annotated[str, Field(min_length=LABEL_MIN, max_length=LABEL_MAX,
-                                    json_schema_extra={"pattern": LABEL_PATTERN})]
+# A list of eval suites: each label's type and longest length checked here; that it is not empty and
+# the pattern, with the whole manifest (a mebibyte holds 100,000 empty labels, one error each).
+_ListedLabel = Annotated[str, Field(max_length=LABEL_MAX, json_schema_extra={"minLength": LABEL_MIN,
+                                                                              "pattern": LABEL_PATTERN})]
 Labels = list[_ListedLabel]
 
 
@@ -147,6 +152,8 @@ def _calendar_date(value: str) -> bool:
 
 _LABEL_ERROR = PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'",
                                    {"pattern": LABEL_PATTERN})
+_EMPTY_LABEL = PydanticCustomError("string_too_short", "String should have at least {min_length} character",
+                                   {"min_length": LABEL_MIN})
 _DATE_ERRORS = {problem: PydanticCustomError("value_error", "Value error, {error}", {"error": problem})
                 for problem in ("must be a date in YYYY-MM-DD form", "must be a real calendar date")}
 
@@ -164,13 +171,25 @@ def uris_pass(uris: list[str], *, controls_possible: bool = True) -> bool:
             and _URI_PREFIX_SET.isdisjoint([uri for uri in uris if len(uri) <= _LONGEST_PREFIX]))
 
 
-def labels_pass(labels: Iterable[str]) -> bool:
-    """Do all of these labels (each of an allowed length) match the label pattern? ASCII labels joined
-    by single spaces, with a space before and after, hold no two spaces in a row exactly when none of
-    them starts or ends with a space or holds two in a row, the only ways an ASCII label can miss
-    it. False says "look at each", not "one misses"."""
-    joined = "\n".join(labels)
-    return joined.isascii() and (" " not in joined or "  " not in f" {joined.replace(chr(10), ' ')} ")
+def labels_pass(labels: Iterable[str], joined: str | None = None, *, lists: list[list[str]] | None = None) -> bool:
+    """Is every one of these labels (strings) not empty, and does it match the label pattern? False
+    says "look at each", not "one misses". `joined`: the same labels joined by a line break, if the
+    caller has it; `lists`: the lists they come from, if the caller has them.
+
+    Labels with no space separator but the plain one, joined by single spaces, with a space before
+    and after, hold no two spaces in a row exactly when none of them is empty, starts or ends with a
+    space or holds two in a row, the only ways such a label can miss. Without any space at all,
+    only an empty label can (a look at each list, cheaper than copying the text)."""
+    if joined is None:
+        labels = list(labels)
+        joined = "\n".join(labels)
+    if not joined.isascii() and _holds_other_space(joined):
+        return False
+    if " " not in joined:
+        if lists is None:
+            lists = [labels if isinstance(labels, list) else list(labels)]
+        return not any(map(operator.contains, lists, repeat("")))
+    return "  " not in f" {joined.replace(chr(10), ' ')} "
 
 
 # Where a rule's value is: its location, which rule (URI, DATE or SUITES), and the value.
@@ -193,63 +212,147 @@ class Tally:
     and how many more were found (`left_out`): a manifest of 256 references with 100 bad labels each
     would otherwise cost tens of thousands of error objects, to show twenty."""
 
-    def __init__(self, limit: int | None = None, *, merge_many: bool = True) -> None:
+    def __init__(self, limit: int | None = None, *, merge_many: bool = True, cap: int | None = None) -> None:
         self.limit = limit
         self.left_out = 0
         self.merge_many = merge_many  # False: among many of pydantic's errors, count these, do not merge them
         self.unmerged = False  # they were counted and not merged: the caller must look again
+        # Past `cap` problems the rules stop looking (`capped`): the count is then a lower bound. The
+        # first `limit` are the same either way: the rules look in document order.
+        self.cap = cap
+        self.capped = False
 
 
 def problems_of_valid(uris: list[str], dates: list[Any], suites: list[list[str]],
                       places: Callable[[], Iterable[Place]], *, controls_possible: bool = True,
-                      tally: Tally | None = None) -> list[InitErrorDetails]:
+                      tally: Tally | None = None, labels_text: str | None = None) -> list[InitErrorDetails]:
     """The problems of a manifest whose every other constraint passed (so every URI and label is a
     string of an allowed length, every list of suites of an allowed length): nothing, after one look
-    at each rule's values, unless that look finds something; then `problems_at(places())`, which
-    must name the very values looked at."""
-    if (uris_pass(uris, controls_possible=controls_possible) and all(type(d) is str for d in dates)
-            and all(date_problem(d) is None for d in set(dates)) and labels_pass(chain.from_iterable(suites))):
-        return []
-    return problems_at(places(), tally)
+    at each rule's values, unless that look finds something; then `problems_at(places())` for the
+    rules whose look did, which must name the very values looked at. `labels_text`: the labels of
+    `suites` joined by a line break, if the caller has them so."""
+    looking = set()
+    if not uris_pass(uris, controls_possible=controls_possible):
+        looking.add(URI)
+    if not (all(type(d) is str for d in dates) and all(date_problem(d) is None for d in set(dates))):
+        looking.add(DATE)
+    if not labels_pass(chain.from_iterable(suites), labels_text, lists=suites):
+        looking.add(SUITES)
+    return problems_at(places(), tally, looking, look_first=False) if looking else []
 
 
-def problems_at(places: Iterable[Place], tally: Tally | None = None) -> list[InitErrorDetails]:
-    """Each value's own verdict, in the order of `places` (document order), where its per-value
-    validator would have run: a URI or label only when it is a string of an allowed length (a label
-    in a list of an allowed length, whatever the other labels are); a date always. With a `tally`,
-    only its `limit` are made into errors and the rest are counted in it."""
-    limit = None if tally is None else tally.limit
+RULES = frozenset({URI, DATE, SUITES})
+
+
+def problems_at(places: Iterable[Place], tally: Tally | None = None, rules: Set[str] = RULES, *,
+                look_first: bool = True) -> list[InitErrorDetails]:
+    """Each value's own verdict for these `rules`, in the order of `places` (document order), where its
+    per-value validator would have run: a URI or label only when it is a string of an allowed length
+    (a label in a list of an allowed length, whatever the other labels are); a date always. With a
+    `tally`, only its `limit` are made into errors and the rest are counted in it, up to its `cap`.
+    `look_first`: one look at each rule's values first, and each value's own only for a rule whose
+    look finds something (False: the caller has looked)."""
+    places = places if isinstance(places, list) else list(places)
+    if look_first:
+        rules = _rules_to_locate(places, rules)
+    limit, cap = (None, None) if tally is None else (tally.limit, tally.cap)
     found: list[InitErrorDetails] = []
     left_out = 0
 
-    def add(loc: Loc, error: PydanticCustomError, value: Any) -> None:
+    def add(loc: Loc, error: PydanticCustomError, value: Any) -> bool:
+        """Keep or count one problem; False once past the cap (look no further)."""
         nonlocal left_out
         if limit is None or len(found) < limit:
             found.append(InitErrorDetails(type=error, loc=loc, input=value))
         else:
             left_out += 1
+        return cap is None or len(found) + left_out <= cap
 
+    capped = False
     for loc, rule, value in places:
+        if rule not in rules:
+            continue
         if rule == URI:
             if _string(value, URI_MIN, URI_MAX) and (error := uri_error(value)) is not None:
-                add(loc, error, value)
+                capped = not add(loc, error, value)
         elif rule == DATE:
             if (problem := date_problem(value)) is not None:
-                add(loc, _DATE_ERRORS[problem], value)
+                capped = not add(loc, _DATE_ERRORS[problem], value)
         elif isinstance(value, list) and SUITES_MIN <= len(value) <= SUITES_MAX:
-            if _labels(value):  # every one a string of an allowed length: one look first
-                if labels_pass(value):
-                    continue
-                missed = [i for i, label in enumerate(value) if not _LABEL_RE.fullmatch(label)]
-            else:  # the pattern is still each string's own verdict, whatever the others are
-                missed = [i for i, label in enumerate(value)
-                          if _string(label, LABEL_MIN, LABEL_MAX) and not _LABEL_RE.fullmatch(label)]
-            room = len(missed) if limit is None else max(0, min(len(missed), limit - len(found)))
-            found += [InitErrorDetails(type=_LABEL_ERROR, loc=(*loc, i), input=value[i]) for i in missed[:room]]
-            left_out += len(missed) - room
+            capped = not all(add((*loc, i), error, value[i]) for i, error in label_problems(value))
+        if capped:
+            break
     if tally is not None:
         tally.left_out += left_out
+        tally.capped = tally.capped or capped
     return found
+
+
+def _rules_to_locate(places: list[Place], rules: Set[str]) -> set[str]:
+    """Of these rules, those whose one look at all of their values (as in `problems_of_valid`, and
+    only at what the rule judges) finds something."""
+    failing = set()
+    if URI in rules:
+        uris = [value for _, rule, value in places if rule == URI and type(value) is str
+                and URI_MIN <= len(value) <= URI_MAX]
+        if not uris_pass(uris):
+            failing.add(URI)
+    if DATE in rules:
+        dates = [value for _, rule, value in places if rule == DATE]
+        if not (all(type(d) is str for d in dates) and all(date_problem(d) is None for d in set(dates))):
+            failing.add(DATE)
+    if SUITES in rules:
+        lists = [value for _, rule, value in places if rule == SUITES and type(value) is list
+                 and SUITES_MIN <= len(value) <= SUITES_MAX]
+        try:
+            labels = list(chain.from_iterable(lists))
+            passed = labels_pass(labels, "\n".join(labels))
+        except TypeError:  # not all strings
+            passed = False
+        if not passed:
+            failing.add(SUITES)
+    return failing
+
+
+def label_problems(value: list[Any]) -> Iterator[tuple[int, PydanticCustomError]]:
+    """Where a list of eval suites of an allowed length holds labels that are empty or miss the label
+    pattern, and which, in order, lazily: among the labels pydantic takes as strings (of at most
+    LABEL_MAX characters, text), whatever the other labels are."""
+    try:
+        text = "\n".join(value)  # all strings?
+    except TypeError:
+        kept = [i for i, label in enumerate(value) if _string(label, 0, LABEL_MAX)]
+        labels = [value[i] for i in kept]
+        return iter(()) if labels_pass(labels) else ((kept[i], _label_error(labels[i])) for i in _misses(labels))
+    if labels_pass(value, text):  # none is empty or misses: then none of those taken as labels either
+        return iter(())
+    return ((i, _label_error(value[i])) for i in _misses(value) if _string(value[i], 0, LABEL_MAX))
+
+
+def _label_error(label: str) -> PydanticCustomError:
+    return _LABEL_ERROR if label else _EMPTY_LABEL
+
+
+def _misses(labels: list[str]) -> list[int]:
+    """Which of these labels (non-empty strings) would miss the label pattern: those that start or end with a
+    space, hold two in a row, or hold a space separator other than the plain space (only a label that
+    is not ASCII can). Three searches per label, instead of the pattern over every character."""
+    misses = [i for i, label in enumerate(labels) if not label or label[0] == " " or label[-1] == " " or "  " in label]
+    if other := _other_spaced(labels):
+        misses = sorted(set(misses).union(other))
+    return misses
+
+
+def _other_spaced(labels: list[str]) -> list[int]:
+    """Which of these labels hold a space separator other than the plain space: one look at them all
+    together first."""
+    if not _holds_other_space("".join(labels)):
+        return []
+    return [i for i, label in enumerate(labels) if not label.isascii() and _holds_other_space(label)]
+
+
+def _holds_other_space(text: str) -> bool:
+    return not text.isascii() and any(space in text for space in _OTHER_SPACE_CHARS)
 
 
 def _string(value: Any, shortest: int, longest: int) -> bool:
@@ -265,13 +368,12 @@ def _string(value: Any, shortest: int, longest: int) -> bool:
 
 def _labels(value: Any) -> bool:
     """Does pydantic take `value` as a list of eval suites: a list of allowed length, of strings
-    (text, no lone surrogate) of allowed length? In C, a pass each."""
+    (text, no lone surrogate) of at most LABEL_MAX characters? In C, a pass each."""
     if not isinstance(value, list) or not SUITES_MIN <= len(value) <= SUITES_MAX:
         return False
     if not all(map(isinstance, value, repeat(str))):
         return False
-    lengths = list(map(len, value))
-    if min(lengths) < LABEL_MIN or max(lengths) > LABEL_MAX:
+    if max(map(len, value)) > LABEL_MAX:
         return False
     try:
         "".join(value).encode("utf-8")
@@ -305,18 +407,22 @@ def places_in(document: Any) -> list[Place]:
 _DECONTAMINATION = (("eval_suites", SUITES), ("report", URI), ("checked_at", DATE))  # in the model's order
 
 
-def trim_refused_labels(document: Any, *, keep: int) -> tuple[Any, int]:
+def trim_refused_labels(document: Any, *, keep: int, stop_after: int | None = None) -> tuple[Any, int, bool]:
     """`document` (a parsed JSON document) with the eval-suite labels that pydantic refuses as such
-    (not a string, or of a length outside the limits: one error each) left out past the first `keep`
-    of them in document order, and how many were left out. Every label left out would have been
-    reported after those `keep`, so the first `keep` problems and, with this count, the total stay
-    what validating the whole document gives; 25,600 numbers in place of labels no longer cost
-    25,600 error objects. Each list keeps at least one of its refused labels, so that it is still
-    refused as a list (the label rule does not run on it) and never empty. Nothing is copied unless
+    (not a string, text or of an allowed length: one error each) left out past the first `keep` of
+    them in document order, how many were left out, and whether it stopped looking. Every label left
+    out would have been reported after those `keep` (and so would every problem after it, wherever
+    it now stands), so the first `keep` problems and, with this count, the total stay what
+    validating the whole document gives; 25,600 numbers in place of labels no longer cost 25,600
+    error objects. A list left with no label at all holds `PLACEHOLDER` (a label with no problem),
+    so that it is not refused as empty. Past `stop_after` refused labels (at least `keep`), every
+    later list of eval suites is replaced by that placeholder unseen: the count is then a lower
+    bound, and the first `keep` problems are still those of the whole. Nothing is copied unless
     something is left out."""
     if type(document) is not dict or type(data := document.get("data")) is not list or len(data) > DATA_MAX:
-        return document, 0
+        return document, 0, False
     seen = left_out = 0
+    stopped = False
     copied: list[Any] | None = None
     for index, ref in enumerate(data):
         if type(ref) is not dict or type(d := ref.get("decontamination")) is not dict:
@@ -324,25 +430,57 @@ def trim_refused_labels(document: Any, *, keep: int) -> tuple[Any, int]:
         suites = d.get("eval_suites")
         if type(suites) is not list or not SUITES_MIN <= len(suites) <= SUITES_MAX:
             continue
-        if str not in set(map(type, suites)):  # no label at all (numbers, say): every one refused, in C
-            refused: list[int] | range = range(len(suites))
+        room = max(0, keep - seen)
+        if stopped:
+            kept: list[Any] = []
+        elif str not in set(map(type, suites)):  # no label at all (numbers, say): every one refused, in C
+            kept, refused = suites[:room], len(suites)
         elif _labels(suites):
             continue
-        else:
-            refused = [i for i, label in enumerate(suites)  # a lone surrogate stays (it only keeps an error)
-                       if type(label) is not str or not LABEL_MIN <= len(label) <= LABEL_MAX]
-        room = max(0, keep - seen)
-        seen += len(refused)
-        if len(refused) <= room:
-            continue
-        dropped = set(refused[max(room, 1):])  # one stays: the list stays refused (and never empty)
-        left_out += len(dropped)
+        elif room:  # among the first `keep`: which ones, to keep them where they are
+            at = _refused(suites)
+            kept, refused = [label for i, label in enumerate(suites) if i not in set(at[room:])], len(at)
+        else:  # past them: all go
+            kept = _accepted(suites)
+            refused = len(suites) - len(kept)
+        if not stopped:
+            seen += refused
+            if refused <= room:
+                continue
+            left_out += refused - room
+            stopped = stop_after is not None and seen > stop_after
         if copied is None:
             copied = list(data)
-        kept = suites[:max(room, 1)] if isinstance(refused, range) else \
-            [label for i, label in enumerate(suites) if i not in dropped]
-        copied[index] = {**ref, "decontamination": {**d, "eval_suites": kept}}
-    return (document, 0) if copied is None else ({**document, "data": copied}, left_out)
+        copied[index] = {**ref, "decontamination": {**d, "eval_suites": kept or [PLACEHOLDER]}}
+    return (document, 0, stopped) if copied is None else ({**document, "data": copied}, left_out, stopped)
+
+
+PLACEHOLDER = "x"  # a label the schema takes as it is
+
+
+def _refused(labels: list[Any]) -> list[int]:
+    """Where in this list are the labels pydantic refuses as such."""
+    return [i for i, label in enumerate(labels) if not _string(label, 0, LABEL_MAX)]
+
+
+def _accepted(labels: list[Any]) -> list[str]:
+    """The labels of this list that pydantic takes as such, in order: in C when those refused are
+    not strings (the many that a hostile list holds), else one by one."""
+    strings = list(compress(labels, map(isinstance, labels, repeat(str))))
+    if not strings or (max(map(len, strings)) <= LABEL_MAX and is_text("".join(strings))):
+        return strings
+    return [label for label in strings if _string(label, 0, LABEL_MAX)]
+
+
+def is_text(value: str) -> bool:
+    """Is this string text (no lone surrogate), as pydantic takes a string?"""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------- among pydantic's errors

@@ -52,8 +52,9 @@ class Engine(Protocol):
     def key_name_match(self, data: Any, pos: int = 0) -> tuple[int, int] | None:
         """The first key name naming a credential at or after `pos` (`data` holds key names only)."""
 
-    def invisible(self, data: Any, pos: int) -> tuple[int, int] | None:
-        """The first invisible character (see secret_rules.INVISIBLE_RANGES) at or after `pos`."""
+    def invisible(self, data: Any, pos: int, *, nul: bool = True) -> tuple[int, int] | None:
+        """The first invisible character (see secret_rules.INVISIBLE_RANGES) at or after `pos`
+        (`nul=False`: NUL does not count, for texts joined by it)."""
 
     def rule_anchor(self, data: Any) -> tuple[int, frozenset[int]] | None:
         """Where the first anchor of any rule in `data` ends, and the rules it triggers (empty when the
@@ -228,6 +229,11 @@ class Re2Engine:
         self._forbidden_before = [frozenset(secret_rules.boundary_chars(rule.boundary).encode()) for rule in RULES]
         self._key_name = re2.compile(secret_rules.for_re2(secret_rules.KEY_NAME), options)
         self._invisible = re2.compile(secret_rules.invisible_class(re2=True), options)
+        self._invisible_not_nul = re2.compile(secret_rules.invisible_class(re2=True, nul=False), options)
+        # The bytes that begin an invisible character other than NUL in UTF-8: a text holding none of
+        # them (most do not) is settled by a few byte searches.
+        self._invisible_leads = sorted({chr(c).encode("utf-8")[:1] for a, b in secret_rules.INVISIBLE_RANGES
+                                        for c in range(max(a, 1), b + 1)})
         self._probe = _AnchorProbe(lambda pattern: re2.compile(pattern, options), self.prepare, secret_rules.for_re2,
                                    secret_rules.invisible_class(re2=True))
 
@@ -252,8 +258,11 @@ class Re2Engine:
         match = self._key_name.search(data, pos)
         return None if match is None else (int(match.start()), int(match.end()))
 
-    def invisible(self, data: bytes, pos: int) -> tuple[int, int] | None:
-        match = self._invisible.search(data, pos)
+    def invisible(self, data: bytes, pos: int, *, nul: bool = True) -> tuple[int, int] | None:
+        if not (nul and data.find(b"\x00", pos) >= 0) and all(
+                data.find(lead, pos) < 0 for lead in self._invisible_leads):
+            return None
+        match = (self._invisible if nul else self._invisible_not_nul).search(data, pos)
         return None if match is None else (int(match.start()), int(match.end()))
 
     def rule_anchor(self, data: bytes) -> tuple[int, frozenset[int]] | None:
@@ -283,6 +292,7 @@ class PythonEngine:
         self._forbidden_before = [frozenset(secret_rules.boundary_chars(rule.boundary)) for rule in RULES]
         self._key_name = re.compile(secret_rules.for_python(secret_rules.KEY_NAME))
         self._invisible = re.compile(secret_rules.invisible_class(re2=False))
+        self._invisible_not_nul = re.compile(secret_rules.invisible_class(re2=False, nul=False))
         self._probe = _AnchorProbe(re.compile, self.prepare, secret_rules.for_python,
                                    secret_rules.invisible_class(re2=False))
 
@@ -307,8 +317,8 @@ class PythonEngine:
         match = self._key_name.search(data, pos)
         return None if match is None else (match.start(), match.end())
 
-    def invisible(self, data: str, pos: int) -> tuple[int, int] | None:
-        match = self._invisible.search(data, pos)
+    def invisible(self, data: str, pos: int, *, nul: bool = True) -> tuple[int, int] | None:
+        match = (self._invisible if nul else self._invisible_not_nul).search(data, pos)
         return None if match is None else (match.start(), match.end())
 
     def rule_anchor(self, data: str) -> tuple[int, frozenset[int]] | None:

@@ -384,11 +384,13 @@ INVISIBLE_RANGES: tuple[tuple[int, int], ...] = (
 )
 
 
-def invisible_class(re2: bool) -> str:
+def invisible_class(re2: bool, *, nul: bool = True) -> str:
+    """The invisible characters as a character class (`nul=False`: all but NUL)."""
     def char(code: int) -> str:
         return f"\\x{{{code:x}}}" if re2 else f"\\U{code:08x}"
 
-    return "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in INVISIBLE_RANGES) + "]"
+    ranges = INVISIBLE_RANGES if nul else [(a, b) for a, b in INVISIBLE_RANGES if (a, b) != (0, 0)]
+    return "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in ranges) + "]"
 
 
 # ---------------------------------------------------------------------------- key names

@@ -23,9 +23,11 @@ walk at all; anything found there is settled by the walk, which alone knows JSON
 from __future__ import annotations
 
 import bisect
+import operator
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import compress, count
 from typing import Any
 
 from . import pointers
@@ -236,20 +238,22 @@ def _separator(data: Any, char: str) -> Any:
     return char.encode() if isinstance(data, bytes) else char
 
 
-def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool) -> str:
+def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest: int | None = None) -> str:
     """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out,
-    and so is (in a bounded scan) a long text that holds invisible characters at all."""
+    and so is (in a bounded scan) a long text that holds invisible characters at all. `longest`: a
+    length no text exceeds, if the caller knows one."""
     joined = "\x00".join(texts)
     nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
     if joined.isascii() and nul_free:
         return joined  # the common case, settled in two passes over the bytes
-    if nul_free and (not bounded or max(map(len, texts)) <= LONG_STRING):
+    if nul_free and (not bounded or len(joined) <= LONG_STRING
+                     or (max(map(len, texts)) if longest is None else longest) <= LONG_STRING):
         # NUL is a starter that composes with nothing, so NFKC of the joined texts is the joined NFKC
         # of each; with no invisible character in it, that is each text's `normalize` (thousands of
         # short non-ASCII strings otherwise cost a normalisation and a search each).
-        normalized = unicodedata.normalize("NFKC", joined)
+        normalized = _nfkc_joined(texts, joined)
         engine = default_engine()
-        if engine.invisible(engine.prepare(normalized.replace("\x00", "")), 0) is None:  # NUL is in the class
+        if engine.invisible(engine.prepare(normalized), 0, nul=False) is None:
             return normalized
     cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text) for text in texts]
     for index, text in enumerate(cleaned):
@@ -258,6 +262,21 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool) -> str:
         elif text is _UNCLEANED:
             found[index] = {UNEXAMINED}
     return "\x00".join(text if text and text is not _UNCLEANED else "" for text in cleaned)
+
+
+def _nfkc_joined(texts: list[str], joined: str) -> str:
+    """NFKC of `joined` (the texts joined by NUL, which holds none of them). Python normalises the
+    whole of a text that is not already normal, so one character to change in a mebibyte of text
+    costs a pass of the full normalisation over all of it: only the texts that are not ASCII are
+    normalised, together."""
+    if unicodedata.is_normalized("NFKC", joined):
+        return joined
+    odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
+    parts = unicodedata.normalize("NFKC", "\x00".join([texts[i] for i in odd])).split("\x00")
+    normalized = list(texts)
+    for index, part in zip(odd, parts, strict=True):
+        normalized[index] = part
+    return "\x00".join(normalized)
 
 
 _UNCLEANED = "\x00unexamined"  # `_clean_long`'s answer for a text it did not clean (never a cleaned text)
@@ -286,13 +305,13 @@ def _clean_long(text: str) -> str:
 
 
 def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
-            budget: _Budget) -> dict[int, set[str]]:
-    """The kinds found in each of `texts`, for the strings that have any.
+            budget: _Budget, longest: int | None = None) -> dict[int, set[str]]:
+    """The kinds found in each of `texts`, for the strings that have any (`longest`: see `_joined`).
 
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
     found: dict[int, set[str]] = {}
-    joined = _joined(texts, found, budget.left is not None)
+    joined = _joined(texts, found, budget.left is not None, longest)
     data = engine.prepare(joined)
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
@@ -507,7 +526,7 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     keys, values = strings.get()
     key_found = _locate(engine, keys, True, memo, budget)
     key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
-    value_found = _locate(engine, values, False, memo, budget)
+    value_found = _locate(engine, values, False, memo, budget, strings.longest_value_bound() if bounded else None)
     if not key_kinds and not value_found:
         return []
     findings: list[Finding] = []

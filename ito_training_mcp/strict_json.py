@@ -71,11 +71,14 @@ def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
             return True
         below: list[Any] = []
         for node in level:
-            children = node.values() if type(node) is dict else node
+            if type(node) is dict:
+                below += [child for child in node.values() if type(child) in _CONTAINERS]
+                continue
             try:
-                "".join(children)  # nothing but strings (a long list of labels): no level below, at C speed
+                "".join(node)  # nothing but strings (a long list of labels): no level below, at C speed
             except TypeError:
-                below += [child for child in children if type(child) in _CONTAINERS]
+                if dict in (kinds := set(map(type, node))) or list in kinds:  # a list of numbers: none
+                    below += [child for child in node if type(child) in _CONTAINERS]
         level = below
     return False
 

@@ -42,10 +42,25 @@ def full_schema_verdict(document: Any) -> Any:
 
 
 def fast_schema_verdict(document: Any) -> Any:
+    """The gate's verdict; a count it stopped at is marked "at least"."""
     validated = manifest._validate(document)
     if isinstance(validated, manifest.TrainingManifest):
         return "valid"
+    if validated.at_least:
+        return "at least", validated.count, validated.problems
     return validated.count, validated.problems
+
+
+def assert_same_verdict(document: Any) -> None:
+    """The gate's verdict is the whole document's: valid or not, the same problems shown, and the same
+    count, unless the value rules stopped counting (then a lower bound past COUNTED_MAX)."""
+    fast, full = fast_schema_verdict(document), full_schema_verdict(document)
+    if fast == "valid" or full == "valid" or fast[0] != "at least":
+        assert fast == full
+        return
+    _, count, problems = fast
+    assert problems == full[1]
+    assert manifest.COUNTED_MAX < count <= full[0]
 
 
 # ---------------------------------------------------------------------------- unknown keys trimmed
@@ -79,7 +94,7 @@ def documents_with_unknown_keys(draw: st.DrawFn) -> Doc:
 @SETTINGS
 @given(documents_with_unknown_keys())
 def test_trimmed_validation_reports_what_the_whole_document_would(document: Doc) -> None:
-    assert fast_schema_verdict(document) == full_schema_verdict(document)
+    assert_same_verdict(document)
 
 
 def test_tens_of_thousands_of_unknown_keys_count_in_full_and_show_the_first_twenty() -> None:
@@ -181,7 +196,7 @@ LABELS_TO_TRY = st.lists(st.lists(st.sampled_from(["a", "b", "x y", " ", "  ", "
                          min_size=1, max_size=6)
 
 
-REFUSED_LABELS = st.sampled_from([5, "", "x" * 201, None, {"k": "v"}, True])
+REFUSED_LABELS = st.sampled_from([5, "", "x" * 201, None, {"k": "v"}, True, "\ud800", "a\udfffb"])
 
 
 @SETTINGS
@@ -204,6 +219,35 @@ def test_a_listed_label_gets_the_label_patterns_verdict(suites: list[Any]) -> No
     except ValidationError as exc:
         expected = [(e["loc"], e["type"], e["msg"]) for e in exc.errors(include_url=False)]
     assert got == expected
+
+
+def test_the_other_space_separators_are_the_patterns() -> None:
+    """The label pattern's space separators are Unicode's (Zs), and the plain space aside, the ones
+    searched for one by one."""
+    import re
+    import unicodedata
+
+    spaces = {chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Zs"}
+    in_pattern = re.compile(f"[{manifest_values._SPACES}]")
+    assert {chr(c) for c in range(0x110000) if in_pattern.match(chr(c))} == spaces
+    assert set(manifest_values._OTHER_SPACE_CHARS) == spaces - {" "}
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "é", " ", "  ", "\n", "\u00a0", "\u2009", "\u3000", "\u200b", "\u00a0 "]),
+                         max_size=5).map("".join), min_size=1, max_size=8))
+def test_the_labels_that_miss_are_found_without_the_pattern(labels: list[str]) -> None:
+    """`labels_pass` never passes a list that holds an empty label or a miss, and those found by three
+    searches per label are exactly the empty ones and the pattern's misses, each with pydantic's
+    own error (`string_too_short`, `string_pattern_mismatch`)."""
+    expected = [i for i, label in enumerate(labels) if not manifest_values._LABEL_RE.fullmatch(label)]
+    assert manifest_values._misses(labels) == expected
+    found = list(manifest_values.label_problems(labels))
+    assert [i for i, _ in found] == expected
+    assert [error.type for _, error in found] == [
+        "string_pattern_mismatch" if labels[i] else "string_too_short" for i in expected]
+    if manifest_values.labels_pass(labels):
+        assert expected == []
 
 
 @SETTINGS
@@ -290,6 +334,37 @@ def test_too_deep_wins_over_every_later_refusal(leaf: Any) -> None:
         manifest.parse_manifest(json.dumps(document).encode())
     assert caught.value.code is ErrorCode.MANIFEST_INVALID_JSON
     assert "nesting is deeper than 32 levels" in caught.value.message
+
+
+@pytest.mark.parametrize("levels", [31, 32, 33])
+@pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "non-ascii"])
+def test_the_nesting_limit_is_the_same_with_and_without_the_walk_of_every_string(levels: int, ascii_only: bool) -> None:
+    """The scanner's walk of a non-ASCII document counts its levels, and the nesting check uses that
+    count; an ASCII one is settled without the walk, and the check walks itself."""
+    leaf = "e" if ascii_only else "\u00e9"
+    document = {**EXAMPLE, "data": "x", "notes": _deep(levels - 4, [leaf, 1, {"k": [2.5, None]}])}
+    with pytest.raises(ManifestRefusal) as caught:
+        manifest.parse_manifest(json.dumps(document, ensure_ascii=ascii_only).encode())
+    assert (caught.value.code is ErrorCode.MANIFEST_INVALID_JSON) == (levels > strict_json.MAX_DEPTH)
+
+
+JSON_VALUES = st.recursive(st.one_of(st.integers(), st.none(), st.booleans(), st.text(max_size=3),
+                                     st.decimals(allow_nan=False, allow_infinity=False, places=1)),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                       max_size=4),
+                           max_leaves=30)
+
+
+@SETTINGS
+@given(JSON_VALUES)
+def test_the_walk_of_every_string_counts_levels_and_bounds_lengths(document: Any) -> None:
+    from ito_training_mcp import document_strings
+
+    collected = document_strings.collect(document)
+    depth = collected.depth
+    assert not strict_json.depth_exceeds(document, depth)
+    assert depth == 0 or strict_json.depth_exceeds(document, depth - 1)
+    assert max(map(len, collected.values), default=0) <= document_strings.DocumentStrings(document).longest_value_bound()
 
 
 def test_a_document_the_schema_accepts_is_never_too_deep() -> None:
@@ -507,27 +582,32 @@ def test_the_rules_hold_for_python_objects_too(shape: str) -> None:
     assert kinds & {"uri_not_ascii", "value_error", "string_pattern_mismatch"}, kinds
 
 
-def test_many_value_problems_are_counted_in_full_and_made_twenty_at_most() -> None:
-    """256 references with 100 padded labels, a bad URI, report and date each: the gate counts all
-    26,368 problems and shows the first 20 in document order, as validating the whole would, but
-    makes only those 20 into errors (the rest are counted)."""
+def test_many_value_problems_show_the_first_twenty_and_stop_counting() -> None:
+    """256 references with 100 padded labels, a bad URI, report and date each (26,368 problems): the
+    gate shows the first 20 in document order, as validating the whole would, makes only those 20
+    into errors, and stops counting past COUNTED_MAX ("at least")."""
     document = copy.deepcopy(EXAMPLE)
     ref = copy.deepcopy(document["data"][0])
     ref["decontamination"]["eval_suites"] = ["\u00e9 "] * 100
     ref["decontamination"]["checked_at"] = "2024-02-30"
     ref["uri"], ref["decontamination"]["report"] = "s3://\u00e9", "s3://a b"
     document["data"] = [copy.deepcopy(ref) for _ in range(256)]
-    count, problems = fast_schema_verdict(document)
-    assert (count, problems) == full_schema_verdict(document)
-    assert count == 256 * 103 and len(problems) == manifest.MAX_SCHEMA_PROBLEMS
+    assert full_schema_verdict(document)[0] == 256 * 103
+    assert_same_verdict(document)
+    marker, count, problems = fast_schema_verdict(document)
+    assert marker == "at least"
+    assert count == manifest.COUNTED_MAX + 1 and len(problems) == manifest.MAX_SCHEMA_PROBLEMS
     assert problems[:3] == [{"pointer": "/data/0/uri", "problem": "uri_not_ascii"},
                             {"pointer": "/data/0/decontamination/eval_suites/0", "problem": "whitespace"},
                             {"pointer": "/data/0/decontamination/eval_suites/1", "problem": "whitespace"}]
-    tally = manifest_values.Tally(manifest.MAX_SCHEMA_PROBLEMS)
+    tally = manifest_values.Tally(manifest.MAX_SCHEMA_PROBLEMS)  # no cap: every problem counted
     with pytest.raises(ValidationError) as refused:
         manifest.TrainingManifest.model_validate(document, strict=True, context={manifest.TALLY: tally})
     assert refused.value.error_count() == manifest.MAX_SCHEMA_PROBLEMS
-    assert tally.left_out == count - manifest.MAX_SCHEMA_PROBLEMS
+    assert tally.left_out == 256 * 103 - manifest.MAX_SCHEMA_PROBLEMS and not tally.capped
+    with pytest.raises(ManifestRefusal) as gate:
+        manifest.parse_manifest(json.dumps(document).encode())
+    assert f"(at least {manifest.COUNTED_MAX + 1} problem(s);" in gate.value.message
 
 
 # ---------------------------------------------------------------------------- the scanner's joined texts
@@ -558,7 +638,7 @@ def documents_with_many_value_problems(draw: st.DrawFn) -> Doc:
     """Up to 256 references with up to 100 eval-suite labels drawn from good, padded and refused ones,
     bad URIs and dates here and there, an unknown key now and then: hundreds to tens of thousands of
     problems."""
-    pool = ["ok", "a b", "\u00e9 ", " x", "", "x" * 201, 7, None, {"k": 1}, "a  b", "\u3000y"]
+    pool = ["ok", "a b", "\u00e9 ", " x", "", "x" * 201, 7, None, {"k": 1}, "a  b", "\u3000y", "\ud800"]
     document = copy.deepcopy(EXAMPLE)
     refs = []
     for index in range(draw(st.sampled_from([1, 3, 40, 256]))):
@@ -582,5 +662,5 @@ def documents_with_many_value_problems(draw: st.DrawFn) -> Doc:
 def test_many_value_problems_report_what_validating_everything_would(document: Doc) -> None:
     """The gate's shortcuts for refused documents (twenty errors made by the value rules, their
     errors counted rather than merged among thousands of pydantic's, refused labels past the first
-    twenty left out before a second look) give the count and the twenty problems of the whole."""
-    assert fast_schema_verdict(document) == full_schema_verdict(document)
+    twenty left out before a first look) give the count and the twenty problems of the whole."""
+    assert_same_verdict(document)
