@@ -48,7 +48,6 @@ from .manifest_values import (
     Place,
     Tally,
     Uri,
-    is_text,
     merged,
     places_in,
     problems_at,
@@ -354,16 +353,16 @@ def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManif
 
 def _labels_text(document: Any) -> str | None:
     """Every eval-suite label of a parsed manifest document, joined by a line break; None when a label
-    is not a string or not text (a lone surrogate), or the document is not shaped like a manifest
-    there. (What it gives for a misshapen document is never used: it serves a document the schema
-    accepts.) Labels too long are left to the schema: a mebibyte holds ~5,000 of them."""
+    is not a string or the document is not shaped like a manifest there. (What it gives for a
+    misshapen document is never used: it serves a document the schema accepts.) Labels too long
+    are left to the schema: a mebibyte holds ~5,000 of them; so are lone surrogates, which strict
+    JSON never gives."""
     if type(document) is not dict or type(data := document.get("data")) is not list or len(data) > DATA_MAX:
         return None
     try:
-        text = "\n".join(chain.from_iterable(ref["decontamination"]["eval_suites"] for ref in data))
+        return "\n".join(chain.from_iterable(ref["decontamination"]["eval_suites"] for ref in data))
     except (TypeError, KeyError):
         return None
-    return text if is_text(text) else None
 
 
 def _places_of(manifest: TrainingManifest) -> list[Place]:

@@ -74,17 +74,26 @@ def _utf8_search(exclude: str) -> Callable[[bytes], bool]:
     RE2 where installed (a dependency), else Python's `re` over the decoded text."""
     points = _code_points(exclude)
     ranges = _ranges(points)
-    leads = sorted({chr(point).encode("utf-8", "surrogatepass")[:1] for point in points})
+    # Each byte that begins one, with the byte after it when there is one (U+3164 shares E3 with
+    # every ideograph, not E3 85).
+    starts: dict[bytes, set[bytes]] = {}
+    for point in points:
+        encoded = chr(point).encode("utf-8", "surrogatepass")
+        starts.setdefault(encoded[:1], set()).add(encoded[:2])
+    leads = [(lead, sorted(pairs)) for lead, pairs in sorted(starts.items())]
+
+    def begun(data: bytes) -> bool:  # a search for each pair only where there are few
+        return any(lead in data and (len(pairs) > 2 or any(pair in data for pair in pairs)) for lead, pairs in leads)
+
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
     except ImportError:  # pragma: no cover - exercised where no wheel exists
         pattern = re.compile("[" + "".join(re.escape(chr(a)) + "-" + re.escape(chr(b)) for a, b in ranges) + "]")
-        return lambda data: (any(lead in data for lead in leads)
-                             and pattern.search(data.decode("utf-8", "surrogatepass")) is not None)
+        return lambda data: begun(data) and pattern.search(data.decode("utf-8", "surrogatepass")) is not None
     options = re2.Options()
     options.never_capture = True
     compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]", options)
-    return lambda data: any(lead in data for lead in leads) and compiled.search(data) is not None
+    return lambda data: begun(data) and compiled.search(data) is not None
 
 
 def may_hold_forbidden(content: bytes) -> bool:

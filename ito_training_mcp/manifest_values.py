@@ -180,14 +180,13 @@ def labels_pass(labels: Iterable[str], joined: str | None = None, *, lists: list
     and after, hold no two spaces in a row exactly when none of them is empty, starts or ends with a
     space or holds two in a row, the only ways such a label can miss. Without any space at all,
     only an empty label can (a look at each list, cheaper than copying the text)."""
+    if lists is None:
+        lists = [labels if isinstance(labels, list) else list(labels)]
     if joined is None:
-        labels = list(labels)
-        joined = "\n".join(labels)
-    if not joined.isascii() and _holds_other_space(joined):
+        joined = "\n".join(chain.from_iterable(lists))
+    if _holds_other_space(joined, chain.from_iterable(lists)):
         return False
     if " " not in joined:
-        if lists is None:
-            lists = [labels if isinstance(labels, list) else list(labels)]
         return not any(map(operator.contains, lists, repeat("")))
     return "  " not in f" {joined.replace(chr(10), ' ')} "
 
@@ -346,13 +345,27 @@ def _misses(labels: list[str]) -> list[int]:
 def _other_spaced(labels: list[str]) -> list[int]:
     """Which of these labels hold a space separator other than the plain space: one look at them all
     together first."""
-    if not _holds_other_space("".join(labels)):
+    if not _holds_other_space("".join(labels), labels):
         return []
     return [i for i, label in enumerate(labels) if not label.isascii() and _holds_other_space(label)]
 
 
-def _holds_other_space(text: str) -> bool:
-    return not text.isascii() and any(space in text for space in _OTHER_SPACE_CHARS)
+def _holds_other_space(text: str, labels: Iterable[str] | None = None) -> bool:
+    """Does `text` (these `labels` joined, if given) hold a space separator other than the plain
+    space? A search for each: a text of Latin-1 alone can hold only U+00A0 (the others are settled
+    at once), and in one that is not, only the labels that are not ASCII are searched."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return "\xa0" in text
+    if labels is not None:
+        odd = list(labels)
+        text = "".join(compress(odd, map(operator.not_, map(str.isascii, odd))))
+    return any(space in text for space in _OTHER_SPACE_CHARS)
 
 
 def _string(value: Any, shortest: int, longest: int) -> bool:

@@ -259,9 +259,8 @@ class Re2Engine:
         return None if match is None else (int(match.start()), int(match.end()))
 
     def invisible(self, data: bytes, pos: int, *, nul: bool = True) -> tuple[int, int] | None:
-        if not (nul and data.find(b"\x00", pos) >= 0) and all(
-                data.find(lead, pos) < 0 for lead in self._invisible_leads):
-            return None
+        if pos == 0 and not (nul and b"\x00" in data) and not any(lead in data for lead in self._invisible_leads):
+            return None  # (only from the start: a caller stepping through many would pay for each)
         match = (self._invisible if nul else self._invisible_not_nul).search(data, pos)
         return None if match is None else (int(match.start()), int(match.end()))
 

@@ -16,8 +16,9 @@ pattern crosses) and one pass finds every place where an *anchor* of some rule o
 the anchors name. Past `_MAX_SEGMENTS` such strings, each rule that can still match is run once
 over the rest of the text instead. Either way the work is linear in the size of the document and
 does not depend on the number of strings. When the caller passes the document's JSON text and it
-is ASCII without escapes, that text is searched directly and a clean document never needs the
-walk at all; anything found there is settled by the walk, which alone knows JSON pointers.
+holds no escapes (and, if it is not ASCII, is NFKC already with no invisible character), that text
+is searched directly and a clean document never needs the walk at all; anything found there is
+settled by the walk, which alone knows JSON pointers.
 """
 
 from __future__ import annotations
@@ -267,14 +268,16 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest
 def _nfkc_joined(texts: list[str], joined: str) -> str:
     """NFKC of `joined` (the texts joined by NUL, which holds none of them). Python normalises the
     whole of a text that is not already normal, so one character to change in a mebibyte of text
-    costs a pass of the full normalisation over all of it: only the texts that are not ASCII are
-    normalised, together."""
-    if unicodedata.is_normalized("NFKC", joined):
+    would cost a pass of the full normalisation over all of it: when the whole is not normal, only
+    the texts that are not ASCII are looked at again, together, and normalised, together."""
+    if unicodedata.is_normalized("NFKC", joined):  # stops at the first character that may change
         return joined
     odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
-    parts = unicodedata.normalize("NFKC", "\x00".join([texts[i] for i in odd])).split("\x00")
+    together = "\x00".join([texts[i] for i in odd])
+    if unicodedata.is_normalized("NFKC", together):
+        return joined
     normalized = list(texts)
-    for index, part in zip(odd, parts, strict=True):
+    for index, part in zip(odd, unicodedata.normalize("NFKC", together).split("\x00"), strict=True):
         normalized[index] = part
     return "\x00".join(normalized)
 
@@ -397,17 +400,24 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
 
 
 def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget) -> bool:
-    """True when the JSON text (ASCII, no escapes) holds no credential in any key or string.
+    """True when the JSON text (no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
-    every `"` delimits a string). False means "let the walk decide", not "found".
+    every `"` delimits a string). False means "let the walk decide", not "found". Text that is not
+    ASCII is searched as it stands only when it is NFKC already and holds no invisible character:
+    then so is each of its strings (`"` is a starter that composes with nothing), and each is
+    its own `normalize`.
     """
     data = engine.prepare(text)
+    ascii_only = text.isascii()
+    if not ascii_only and (not unicodedata.is_normalized("NFKC", text) or engine.invisible(data, 0) is not None):
+        return False
+    next_anchor = engine.next_ascii_anchor if ascii_only else engine.next_anchor
     quote = _separator(data, '"')
     colon = _separator(data, ":")
     pos = 0
     for _ in range(_MAX_SEGMENTS):
-        at = engine.next_ascii_anchor(data, pos)
+        at = next_anchor(data, pos)
         if at < 0:
             return True
         start = data.rfind(quote, 0, at) + 1
@@ -422,7 +432,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget) 
             return False
         budget.spend(len(segment) if is_key else 0)
         pos = end + 1
-    return engine.next_ascii_anchor(data, pos) < 0
+    return next_anchor(data, pos) < 0
 
 
 # ---------------------------------------------------------------------------- documents
@@ -500,8 +510,9 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
          bounded: bool = False) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
-    `source`, if given, must be the JSON text `document` was parsed from: when it is ASCII without
-    escapes, a document with nothing to report is settled on that text alone. `strings`, if given,
+    `source`, if given, must be the JSON text `document` was parsed from: when it holds no escapes
+    (and is NFKC with no invisible character, if not ASCII), a document with nothing to report is
+    settled on that text alone. `strings`, if given,
     collects the document's keys and strings once for this scan and the caller.
 
     `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
@@ -520,7 +531,7 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
             text = source if isinstance(source, str) else source.decode("utf-8")
         except UnicodeDecodeError:
             text = "\\"
-        if text.isascii() and "\\" not in text and _raw_text_is_clean(engine, text, memo, budget):
+        if "\\" not in text and _raw_text_is_clean(engine, text, memo, budget):
             return []
 
     keys, values = strings.get()

@@ -105,3 +105,27 @@ def test_a_credential_split_across_two_strings_is_not_glued_together(example: An
     document = {"parts": halves}
     expected = {Finding(f"/parts/{i}", kind) for i, half in enumerate(halves) for kind in secret_scan.value_kinds(half)}
     assert set(secret_scan.scan(document, source=json.dumps(document))) == expected
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+disguised = secrets.map(lambda e: e.text).flatmap(lambda text: st.sampled_from([
+    _fullwidth(text), text[:3] + "\u200d" + text[3:], "d\u00e9j\u00e0 " + text, text + " \u3000\u00e9", "\ufb01" + text]))
+non_ascii_documents = st.recursive(
+    st.one_of(disguised, plain, st.sampled_from(["\u00e9", "\u3000", "\u1680", "\ufb01", "\uff21", "e\u0301", "\u00e9 "])),
+    lambda inner: st.one_of(st.lists(inner, max_size=5),
+                            st.dictionaries(st.one_of(json_keys, disguised, plain), inner, max_size=5)),
+    max_leaves=25)
+
+
+@SETTINGS
+@given(non_ascii_documents, st.booleans())
+def test_non_ascii_text_searched_as_it_stands_finds_what_the_walk_finds(document: Any, bounded: bool) -> None:
+    """A JSON text that is not ASCII is searched as it stands when it is NFKC with no invisible
+    character (each string then is its own normal form); otherwise the walk decides. Either way the
+    findings are the walk's, for credentials in full-width letters, with a joiner inside, or beside
+    characters that NFKC changes."""
+    text = json.dumps(document, ensure_ascii=False)
+    assert secret_scan.scan(document, source=text, bounded=bounded) == secret_scan.scan(document, bounded=bounded)
