@@ -36,8 +36,15 @@ _INVISIBLE = re.compile(f"[{character_class()}]")
 
 
 def has_invisible(text: str) -> bool:
-    """Does `text` hold a character of `INVISIBLE_RANGES`? (None is ASCII: ASCII text costs nothing.)"""
-    return not text.isascii() and _INVISIBLE.search(text) is not None
+    """Does `text` hold a character of `INVISIBLE_RANGES`? (None is ASCII: ASCII text costs nothing;
+    in text of Latin-1 alone only U+00AD can be, one byte search.)"""
+    if text.isascii():
+        return False
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return _INVISIBLE.search(text) is not None
+    return "\xad" in text
 
 
 def is_invisible(ch: str) -> bool:

@@ -69,8 +69,9 @@ TALLY = "ito.tally"  # validation context: a `Tally` for the value rules' errors
 # Validation context: every eval-suite label of the document validated, joined by a line break (the
 # gate has it from its look for labels that are not strings).
 LABELS_TEXT = "ito.labels_text"
-# The value rules stop counting past this many problems; the refusal then says "at least".
-COUNTED_MAX = 50
+# The value rules stop looking once they have found one problem more than the refusal shows: the
+# refusal then says "at least" (a mebibyte can hold a hundred thousand such problems).
+COUNTED_MAX = MAX_SCHEMA_PROBLEMS
 
 
 class TrainingTarget(StrEnum):

@@ -12,6 +12,7 @@ secret findings, schema problems, forbidden characters -- masks keys the same wa
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -26,11 +27,14 @@ def escape_token(token: str) -> str:
 
 def key_token(key: str) -> str:
     """One object key as a pointer token: the escaped key when it is harmless, else `*`."""
+    return _plain_key_token(key) if PLAIN_KEY.fullmatch(key) else MASK
+
+
+@functools.lru_cache(maxsize=1024)  # a refusal's pointers name the schema's few keys over and over
+def _plain_key_token(key: str) -> str:
     from .secret_scan import value_kinds  # lazy: keeps start-up light
 
-    if not PLAIN_KEY.fullmatch(key) or value_kinds(key):
-        return MASK
-    return escape_token(key)
+    return MASK if value_kinds(key) else escape_token(key)
 
 
 def pointer(path: Iterable[str | int]) -> str:

@@ -243,10 +243,16 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest
     """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out,
     and so is (in a bounded scan) a long text that holds invisible characters at all. `longest`: a
     length no text exceeds, if the caller knows one."""
+    return _joined_prepared(texts, found, bounded, longest)[0]
+
+
+def _joined_prepared(texts: list[str], found: dict[int, set[str]], bounded: bool,
+                     longest: int | None = None) -> tuple[str, Any]:
+    """`_joined`, with the engine's prepared form of it when making it took one (else None)."""
     joined = "\x00".join(texts)
     nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
     if joined.isascii() and nul_free:
-        return joined  # the common case, settled in two passes over the bytes
+        return joined, None  # the common case, settled in two passes over the bytes
     if nul_free and (not bounded or len(joined) <= LONG_STRING
                      or (max(map(len, texts)) if longest is None else longest) <= LONG_STRING):
         # NUL is a starter that composes with nothing, so NFKC of the joined texts is the joined NFKC
@@ -254,15 +260,16 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest
         # short non-ASCII strings otherwise cost a normalisation and a search each).
         normalized = _nfkc_joined(texts, joined)
         engine = default_engine()
-        if engine.invisible(engine.prepare(normalized), 0, nul=False) is None:
-            return normalized
+        data = engine.prepare(normalized)
+        if engine.invisible(data, 0, nul=False) is None:
+            return normalized, data
     cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text) for text in texts]
     for index, text in enumerate(cleaned):
         if text is None:
             found[index] = {HIDDEN}
         elif text is _UNCLEANED:
             found[index] = {UNEXAMINED}
-    return "\x00".join(text if text and text is not _UNCLEANED else "" for text in cleaned)
+    return "\x00".join(text if text and text is not _UNCLEANED else "" for text in cleaned), None
 
 
 def _nfkc_joined(texts: list[str], joined: str) -> str:
@@ -314,8 +321,8 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
     found: dict[int, set[str]] = {}
-    joined = _joined(texts, found, budget.left is not None, longest)
-    data = engine.prepare(joined)
+    joined, data = _joined_prepared(texts, found, budget.left is not None, longest)
+    data = engine.prepare(joined) if data is None else data
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
     pos = index = counted = checked = 0

@@ -55,6 +55,14 @@ def test_the_table_is_default_ignorable_code_point_as_unicode_derives_it() -> No
 PRINTABLE_INVISIBLE = sorted(c for c in INVISIBLE_POINTS if chr(c).isprintable())
 
 
+def test_has_invisible_finds_each_in_latin_1_text_and_beyond() -> None:
+    """Text of Latin-1 alone is settled by one search for U+00AD (the only one below U+0100)."""
+    for code in sorted(INVISIBLE_POINTS):
+        for text in (f"d\u00e9j\u00e0{chr(code)}", f"{chr(code)}\u00e9", f"\u4e2d{chr(code)}"):
+            assert has_invisible(text), (hex(code), text)
+    assert not has_invisible("d\u00e9j\u00e0 \u00ff\u00a0") and not has_invisible("\u4e2d\u00e9")
+
+
 def test_some_invisible_characters_are_printable_to_python() -> None:
     assert {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x2800, 0x3164, 0xFE0F, 0xFFA0} <= set(
         PRINTABLE_INVISIBLE)
