@@ -633,6 +633,22 @@ def test_texts_normalised_together_are_each_text_normalised(texts: list[str], bo
     assert together == "\x00".join(text or "" for text in each)
 
 
+def test_the_look_for_invisible_characters_by_their_first_byte_misses_none() -> None:
+    """The RE2 engine settles a text with none of the bytes that begin an invisible character in
+    UTF-8 without its search; every invisible character still is found, with NUL or without."""
+    from ito_training_mcp import secret_engine, secret_rules
+
+    engines = [secret_engine.default_engine(), secret_engine.python_engine()]
+    for low, high in secret_rules.INVISIBLE_RANGES:
+        for code in {low, high, (low + high) // 2}:
+            for engine in engines:
+                data = engine.prepare(f"d\u00e9j\u00e0 {chr(code)} \u4e2d")
+                assert engine.invisible(data, 0) is not None, hex(code)
+                assert (engine.invisible(data, 0, nul=False) is not None) == (code != 0), hex(code)
+    for engine in engines:
+        assert engine.invisible(engine.prepare("d\u00e9j\u00e0 \u4e2d\u3000\u00a0"), 0) is None
+
+
 @st.composite
 def documents_with_many_value_problems(draw: st.DrawFn) -> Doc:
     """Up to 256 references with up to 100 eval-suite labels drawn from good, padded and refused ones,
