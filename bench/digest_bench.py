@@ -313,6 +313,13 @@ def hostile_inputs() -> dict[str, bytes]:
     docs["clean labels, one bad URI"] = {**suites(*[word] * 70), "checkpoints": {
         **example["checkpoints"], "storage": "s3://a b"}}
     docs["labels one character too long"] = suites(*["x" * 201] * 18)
+    # From the second attacker review of this round: thousands of short strings full of invisible
+    # characters (each used to be cleaned one search per character), and containers by the thousand.
+    docs["5,000 strings of 64 zero-width spaces"] = {**example, "notes": ["\u200b" * 64 + str(i) for i in range(5000)]}
+    docs["5,000 such strings, 21 kinds"] = {**example, "notes": [chr(0x200B + i % 5) * 64 + chr(0xFE00 + i % 16)
+                                                                for i in range(5000)]}
+    docs["empty objects for labels, 25,600"] = suites(*[{}] * 100)
+    docs["empty objects, 250,000"] = {**example, "notes": [{}] * 250_000}
     out = {name: json.dumps(doc, ensure_ascii=False).encode() for name, doc in docs.items()}
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})

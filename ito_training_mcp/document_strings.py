@@ -23,6 +23,7 @@ class Span(NamedTuple):
     only_strings: bool  # every child is a string (then a value's position is its index minus `first`)
 
 
+_LOOSE = 1 << 14  # past this many characters, a list's strings together bound each of them too loosely
 _Raw = tuple[Any, int, "str | int", int, int, bool]  # a Span's fields, before it is needed as one
 # What a list can hold that is neither a string nor below it: a list of numbers needs no look at each.
 _SCALARS_AND_CONTAINERS = frozenset({int, float, Decimal, bool, type(None), dict, list})
@@ -76,6 +77,8 @@ def collect(document: Any) -> Collected:
                 stack += [(child, here, key, level + 1) for key, child in enumerate(node) if type(child) in _CONTAINERS]
         else:
             values += node
+            if together > _LOOSE:  # a long list of short strings: their own longest, one pass in C
+                together = max(map(len, node))
             lists_longest = max(lists_longest, together)
             spans.append((node, parent, name, first, len(node), True))
     return Collected(list(keys), values, spans, deepest, lists_longest, scattered)

@@ -292,16 +292,16 @@ def _rules_to_locate(places: list[Place], rules: Set[str]) -> set[str]:
     only at what the rule judges) finds something."""
     failing = set()
     if URI in rules:
-        uris = [value for _, rule, value in places if rule == URI and type(value) is str
+        uris = [value for _, rule, value in places if rule == URI and isinstance(value, str)
                 and URI_MIN <= len(value) <= URI_MAX]
         if not uris_pass(uris):
             failing.add(URI)
     if DATE in rules:
         dates = [value for _, rule, value in places if rule == DATE]
-        if not (all(type(d) is str for d in dates) and all(date_problem(d) is None for d in set(dates))):
+        if not (all(isinstance(d, str) for d in dates) and all(date_problem(d) is None for d in set(dates))):
             failing.add(DATE)
     if SUITES in rules:
-        lists = [value for _, rule, value in places if rule == SUITES and type(value) is list
+        lists = [value for _, rule, value in places if rule == SUITES and isinstance(value, list)
                  and SUITES_MIN <= len(value) <= SUITES_MAX]
         try:
             labels = list(chain.from_iterable(lists))

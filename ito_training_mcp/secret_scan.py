@@ -35,7 +35,7 @@ from . import pointers
 from .document_strings import DocumentStrings as DocumentStrings
 from .document_strings import Span as _Span
 from .secret_engine import Engine, default_engine
-from .secret_rules import RULES
+from .secret_rules import INVISIBLE_RANGES, RULES
 
 MAX_FINDINGS = 20
 _POINTER_MAX = pointers.MAX_POINTER_CHARS
@@ -96,10 +96,35 @@ def normalize(text: str) -> str | None:
     """
     if text.isascii():
         return text.replace("\x00", "") if "\x00" in text else text
-    engine = default_engine()
     text = unicodedata.normalize("NFKC", text)
-    data = engine.prepare(text)
-    found = engine.invisible(data, 0)
+    if len(text) <= _SHORT_TEXT:
+        return _without_invisible(text)
+    return _without_invisible_by_search(text)
+
+
+_SHORT_TEXT = 4096
+_INVISIBLE_CHARS = frozenset(chr(c) for low, high in INVISIBLE_RANGES for c in range(low, high + 1))
+
+
+def _without_invisible(text: str) -> str | None:
+    """`normalize`'s cleaning of an NFKC text, in two passes over its characters: which invisible ones
+    it holds, then all of them out (thousands of short strings full of them cost one search each
+    per character otherwise)."""
+    kinds = _INVISIBLE_CHARS.intersection(text)
+    if not kinds:
+        return text
+    if len(kinds) > _MAX_INVISIBLE_KINDS:
+        return None
+    return unicodedata.normalize("NFKC", text.translate(dict.fromkeys(map(ord, kinds))))
+
+
+def _without_invisible_by_search(text: str, *, nul: bool = True, data: Any = None) -> str | None:
+    """The same for a long text: a search from one invisible character to the next, so that a text of
+    a mebibyte is not taken apart character by character. (`nul=False`: NUL stays, for texts joined
+    by it; `data`: the engine's prepared form of `text`, if the caller has it.)"""
+    engine = default_engine()
+    data = engine.prepare(text) if data is None else data
+    found = engine.invisible(data, 0, nul=nul)
     if found is None:
         return text
     removed: set[Any] = set()
@@ -110,14 +135,14 @@ def normalize(text: str) -> str | None:
         at: tuple[int, int] | None = found
         while at is not None and len(ahead) < 64:
             ahead.append(data[at[0]:at[1]])
-            at = engine.invisible(data, at[1])
+            at = engine.invisible(data, at[1], nul=nul)
         fresh = set(ahead) - removed
         removed |= fresh
         if len(removed) > _MAX_INVISIBLE_KINDS:
             return None
         for char in fresh:
             data = data.replace(char, data[:0])  # every occurrence of that character
-        found = engine.invisible(data, found[0])  # nothing before it was invisible
+        found = engine.invisible(data, found[0], nul=nul)  # nothing before it was invisible
     text = data.decode("utf-8", "surrogatepass") if isinstance(data, bytes) else data
     return unicodedata.normalize("NFKC", text)  # removing one can bring two composable characters together
 
@@ -263,6 +288,11 @@ def _joined_prepared(texts: list[str], found: dict[int, set[str]], bounded: bool
         data = engine.prepare(normalized)
         if engine.invisible(data, 0, nul=False) is None:
             return normalized, data
+        # All of them hold no more kinds of invisible character than one text may: each text's
+        # `normalize` is then the joined texts' cleaning, at once.
+        cleaned = _without_invisible_by_search(normalized, nul=False, data=data)
+        if cleaned is not None:
+            return cleaned, None
     cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text) for text in texts]
     for index, text in enumerate(cleaned):
         if text is None:
@@ -275,16 +305,15 @@ def _joined_prepared(texts: list[str], found: dict[int, set[str]], bounded: bool
 def _nfkc_joined(texts: list[str], joined: str) -> str:
     """NFKC of `joined` (the texts joined by NUL, which holds none of them). Python normalises the
     whole of a text that is not already normal, so one character to change in a mebibyte of text
-    would cost a pass of the full normalisation over all of it: when the whole is not normal, only
-    the texts that are not ASCII are looked at again, together, and normalised, together."""
-    if unicodedata.is_normalized("NFKC", joined):  # stops at the first character that may change
-        return joined
+    would cost a pass of the full normalisation over all of it: only the texts that are not ASCII
+    are normalised, together, once."""
     odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
     together = "\x00".join([texts[i] for i in odd])
-    if unicodedata.is_normalized("NFKC", together):
+    normal = unicodedata.normalize("NFKC", together)
+    if normal == together:
         return joined
     normalized = list(texts)
-    for index, part in zip(odd, unicodedata.normalize("NFKC", together).split("\x00"), strict=True):
+    for index, part in zip(odd, normal.split("\x00"), strict=True):
         normalized[index] = part
     return "\x00".join(normalized)
 

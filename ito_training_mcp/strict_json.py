@@ -11,6 +11,7 @@ import json
 import math
 import re
 from decimal import Decimal
+from itertools import chain
 from typing import Any
 
 MAX_DEPTH = 32
@@ -62,24 +63,20 @@ _CONTAINERS = (dict, list)  # what the decoders build; nothing else holds childr
 
 def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
     """Is `value` nested deeper than `limit` levels of arrays and objects? Level by level,
-    iteratively, so a hostile document cannot exhaust the stack here."""
+    iteratively, so a hostile document cannot exhaust the stack here; each level's children are
+    gathered in C and looked at once each (a level of 300,000 empty objects costs no Python call
+    per object)."""
     level = [value] if type(value) in _CONTAINERS else []
     depth = 0
     while level:
         depth += 1
         if depth > limit:
             return True
-        below: list[Any] = []
-        for node in level:
-            if type(node) is dict:
-                below += [child for child in node.values() if type(child) in _CONTAINERS]
-                continue
-            try:
-                "".join(node)  # nothing but strings (a long list of labels): no level below, at C speed
-            except TypeError:
-                if dict in (kinds := set(map(type, node))) or list in kinds:  # a list of numbers: none
-                    below += [child for child in node if type(child) in _CONTAINERS]
-        level = below
+        objects = [node for node in level if type(node) is dict]
+        children = chain(chain.from_iterable(map(dict.values, objects)),
+                         chain.from_iterable(level) if not objects else
+                         chain.from_iterable(node for node in level if type(node) is not dict))
+        level = [child for child in children if type(child) in _CONTAINERS]
     return False
 
 

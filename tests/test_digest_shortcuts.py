@@ -582,6 +582,32 @@ def test_the_rules_hold_for_python_objects_too(shape: str) -> None:
     assert kinds & {"uri_not_ascii", "value_error", "string_pattern_mismatch"}, kinds
 
 
+@pytest.mark.parametrize("shape", ["str subclass URI", "list subclass labels"])
+def test_subclasses_keep_their_value_problems_among_other_errors(shape: str) -> None:
+    """From an attacker review: the one look at each rule's values, among pydantic's other errors,
+    took only exact types, so a URI of a str subclass or eval suites in a list subclass lost their
+    problems when something else was wrong too."""
+
+    class Text(str):
+        pass
+
+    class Items(list[Any]):
+        pass
+
+    document = copy.deepcopy(EXAMPLE)
+    if shape == "str subclass URI":
+        document["data"][0]["uri"] = Text("ftp://x")
+        expected = [(("data", 0, "uri"), "string_pattern_mismatch")]
+    else:
+        document["data"][0]["decontamination"]["eval_suites"] = Items(["", " a"])
+        at = ("data", 0, "decontamination", "eval_suites")
+        expected = [((*at, 0), "string_too_short"), ((*at, 1), "string_pattern_mismatch")]
+    document["zzz"] = 1
+    with pytest.raises(ValidationError) as refused:
+        manifest.TrainingManifest.model_validate(document, strict=True)
+    assert [(e["loc"], e["type"]) for e in refused.value.errors()] == [*expected, (("zzz",), "extra_forbidden")]
+
+
 def test_many_value_problems_show_the_first_twenty_and_stop_counting() -> None:
     """256 references with 100 padded labels, a bad URI, report and date each (26,368 problems): the
     gate shows the first 20 in document order, as validating the whole would, makes only those 20

@@ -129,3 +129,28 @@ def test_non_ascii_text_searched_as_it_stands_finds_what_the_walk_finds(document
     characters that NFKC changes."""
     text = json.dumps(document, ensure_ascii=False)
     assert secret_scan.scan(document, source=text, bounded=bounded) == secret_scan.scan(document, bounded=bounded)
+
+
+invisible_heavy = st.lists(st.one_of(st.sampled_from(["a", "\u00e9", "e\u0301", "\uff41", "\ufb01", " ", "\x00",
+                                                      "\u200b", "\u200d", "\u00ad", "\u2060", "\ufeff", "\ufe0f",
+                                                      "\u3164", "\uffa0", "\U000e0041", "\u034f", "\u180e", "\u1160",
+                                                      "\u2800"]), st.characters()), max_size=60).map("".join)
+
+
+@SETTINGS
+@given(invisible_heavy)
+def test_a_short_text_is_cleaned_as_a_long_one_is(text: str) -> None:
+    """`normalize` cleans a short text in two passes over its characters and a long one by searching
+    from one invisible character to the next: the same text, or None for the same texts."""
+    normal = __import__("unicodedata").normalize("NFKC", text)
+    assert secret_scan._without_invisible(normal) == secret_scan._without_invisible_by_search(normal)
+
+
+def test_too_many_kinds_of_invisible_character_short_or_long() -> None:
+    kinds = [chr(c) for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x00AD, 0x034F, 0x180E, 0x2061, 0x2062, 0x2063,
+                              0x2064, 0xFE0F)]
+    for count in (12, 13):
+        text = "\u00e9" + "x".join(kinds[:count])
+        short, long = secret_scan._without_invisible(text), secret_scan._without_invisible_by_search(text)
+        assert short == long
+        assert (short is None) == (count > secret_scan._MAX_INVISIBLE_KINDS)
