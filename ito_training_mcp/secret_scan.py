@@ -290,9 +290,9 @@ def _joined_prepared(texts: list[str], found: dict[int, set[str]], bounded: bool
             return normalized, data
         # All of them hold no more kinds of invisible character than one text may: each text's
         # `normalize` is then the joined texts' cleaning, at once.
-        cleaned = _without_invisible_by_search(normalized, nul=False, data=data)
-        if cleaned is not None:
-            return cleaned, None
+        at_once = _without_invisible_by_search(normalized, nul=False, data=data)
+        if at_once is not None:
+            return at_once, None
     cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text) for text in texts]
     for index, text in enumerate(cleaned):
         if text is None:
