@@ -350,9 +350,9 @@ def test_the_nesting_limit_is_the_same_with_and_without_the_walk_of_every_string
 
 JSON_VALUES = st.recursive(st.one_of(st.integers(), st.none(), st.booleans(), st.text(max_size=3),
                                      st.decimals(allow_nan=False, allow_infinity=False, places=1)),
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner,
-                                                                                       max_size=4),
-                           max_leaves=30)
+                           lambda inner: st.lists(inner, max_size=12) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                        max_size=4),
+                           max_leaves=40)
 
 
 @SETTINGS
