@@ -179,7 +179,7 @@ def labels_pass(labels: Iterable[str], joined: str | None = None, *, lists: list
     Labels with no space separator but the plain one, joined by single spaces, with a space before
     and after, hold no two spaces in a row exactly when none of them is empty, starts or ends with a
     space or holds two in a row, the only ways such a label can miss. Without any space at all,
-    only an empty label can (a look at each list, cheaper than copying the text)."""
+    only an empty label can (a look at each label's length, cheaper than copying the text)."""
     if lists is None:
         lists = [labels if isinstance(labels, list) else list(labels)]
     if joined is None:
@@ -187,7 +187,7 @@ def labels_pass(labels: Iterable[str], joined: str | None = None, *, lists: list
     if _holds_other_space(joined, chain.from_iterable(lists)):
         return False
     if " " not in joined:
-        return not any(map(operator.contains, lists, repeat("")))
+        return all(map(all, lists))  # no empty one
     return "  " not in f" {joined.replace(chr(10), ' ')} "
 
 
