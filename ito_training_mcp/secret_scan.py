@@ -560,8 +560,10 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     """
     engine = default_engine()
     strings = strings or DocumentStrings(document)
-    budget = _Budget(BOUNDED_PASSES * _text_size(source, strings) + BOUNDED_FLOOR if bounded else None)
-    memo = _Memo()
+    def fresh() -> _Budget:
+        return _Budget(BOUNDED_PASSES * _text_size(source, strings) + BOUNDED_FLOOR if bounded else None)
+
+    budget, memo = fresh(), _Memo()
     if source is not None:
         try:
             text = source if isinstance(source, str) else source.decode("utf-8")
@@ -569,6 +571,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
             text = "\\"
         if "\\" not in text and _raw_text_is_clean(engine, text, memo, budget):
             return []
+        if not text.isascii():  # the walk decides as if this look had not been made: with all its budget
+            budget, memo = fresh(), _Memo()
 
     keys, values = strings.get()
     key_found = _locate(engine, keys, True, memo, budget)

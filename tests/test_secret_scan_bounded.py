@@ -173,3 +173,26 @@ def test_an_invisible_character_that_only_normalisation_makes_is_seen_too() -> N
     text = "가나다 " * (LONG_STRING // 4) + "\uffa0"
     assert secret_scan.scan({"description": text}, bounded=True) == [Finding("/description", UNEXAMINED)]
     assert secret_scan.scan({"description": text[:-1]}, bounded=True) == []
+
+
+@pytest.mark.parametrize("accent", ["\u00e9", "e"], ids=["non-ascii", "ascii"])
+def test_the_look_at_the_raw_text_leaves_the_walk_its_budget(accent: str) -> None:
+    """From an attacker review: a bounded scan of a non-ASCII text spent its budget on the raw text's
+    anchors before the walk, so a credential in a key after sixty anchor-filled strings came out
+    `unexamined` instead of named. The walk of a non-ASCII text now starts afresh, as it did before
+    that look existed (an ASCII text's walk always shared it)."""
+    anchors = " ".join(sorted({a for rule in RULES for a in rule.anchors})) + " "
+    value = (anchors * (2000 // len(anchors) + 1))[:2000]
+    assert secret_scan.value_kinds(value) == []
+    token = "gh" + "p_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    document: dict[str, Any] = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    document["notes"] = [value.replace("secret", "secreT") + str(i) for i in range(60)]
+    document[(token + " " + accent * 2000)[:2000]] = 1
+    text = json.dumps(document, ensure_ascii=False)
+    bounded = secret_scan.scan(document, source=text, bounded=True)
+    kinds = {f.kind for f in bounded if f.pointer == "/*"}
+    if accent != "e":
+        assert bounded == secret_scan.scan(document, bounded=True)
+        assert kinds == {"github_token"}
+    else:
+        assert kinds <= {"github_token", UNEXAMINED} and kinds
