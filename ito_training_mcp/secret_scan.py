@@ -24,7 +24,9 @@ settled by the walk, which alone knows JSON pointers.
 from __future__ import annotations
 
 import bisect
+import functools
 import operator
+import re
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -89,13 +91,15 @@ class _Budget:
 _UNBOUNDED = _Budget(None)
 
 
-def normalize(text: str) -> str | None:
+def normalize(text: str, *, runs_checked: bool = False) -> str | None:
     """NFKC, then without format characters (Cf) and other invisible ones: what a reader would see.
 
     None when the text holds more kinds of invisible character than any legitimate text needs.
     """
     if text.isascii():
         return text.replace("\x00", "") if "\x00" in text else text
+    if not runs_checked and long_combining_run(text):
+        return None  # NFKC would take time quadratic in the run, and no reader can tell what it shows
     text = unicodedata.normalize("NFKC", text)
     if len(text) <= _SHORT_TEXT:
         return _without_invisible(text)
@@ -103,6 +107,57 @@ def normalize(text: str) -> str | None:
 
 
 _SHORT_TEXT = 4096
+
+# Unicode's stream-safe text format allows no more than 30 non-starters (characters of a non-zero
+# combining class) in a row; CPython's normalisation sorts a run of them in time quadratic in its
+# length (a 160 KB manifest of one such run took 7 s). A text with a longer run is not normalised:
+# `normalize` reports it as hidden, and the searches over many texts at once pass over it.
+COMBINING_RUN_MAX = 30
+_LAST_PLANE_WITH_NON_STARTERS = 0x1FFFF  # a test checks that no plane above holds one
+
+
+@functools.cache
+def _non_starter_ranges() -> tuple[tuple[int, int], ...]:
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x300, _LAST_PLANE_WITH_NON_STARTERS + 1):
+        if unicodedata.combining(chr(code)):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return tuple(ranges)
+
+
+@functools.cache
+def _combining_run() -> Callable[[str], bool]:
+    """The search for a run too long, on the text's UTF-8 form with RE2 (linear, ~3 ns a byte),
+    else with Python's `re`."""
+    repeat = f"{{{COMBINING_RUN_MAX + 1}}}"
+    try:
+        import re2  # type: ignore[import-untyped]  # no type information shipped
+    except ImportError:  # pragma: no cover - exercised where no wheel exists
+        pattern = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _non_starter_ranges()) + "]" + repeat)
+        return lambda text: pattern.search(text) is not None
+    options = re2.Options()
+    options.never_capture = True
+    options.max_mem = 64 << 20
+    compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _non_starter_ranges()) + "]"
+                           + repeat, options)
+    return lambda text: compiled.search(text.encode("utf-8", "surrogatepass")) is not None
+
+
+def long_combining_run(text: str) -> bool:
+    """Does `text` hold more than COMBINING_RUN_MAX non-starters in a row? Text of Latin-1 alone holds
+    none (they all lie above U+02FF): settled by one copy. Otherwise one search."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return _combining_run()(text)
+    return False
+
+
 _INVISIBLE_CHARS = frozenset(chr(c) for low, high in INVISIBLE_RANGES for c in range(low, high + 1))
 
 
@@ -272,14 +327,17 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest
 
 
 def _joined_prepared(texts: list[str], found: dict[int, set[str]], bounded: bool,
-                     longest: int | None = None) -> tuple[str, Any]:
-    """`_joined`, with the engine's prepared form of it when making it took one (else None)."""
+                     longest: int | None = None, runs_checked: bool = False) -> tuple[str, Any]:
+    """`_joined`, with the engine's prepared form of it when making it took one (else None).
+    `runs_checked`: the caller knows that no text holds too long a run of combining marks."""
     joined = "\x00".join(texts)
     nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
     if joined.isascii() and nul_free:
         return joined, None  # the common case, settled in two passes over the bytes
-    if nul_free and (not bounded or len(joined) <= LONG_STRING
-                     or (max(map(len, texts)) if longest is None else longest) <= LONG_STRING):
+    runs_checked = runs_checked or not long_combining_run(joined)
+    if nul_free and runs_checked and (
+            not bounded or len(joined) <= LONG_STRING
+            or (max(map(len, texts)) if longest is None else longest) <= LONG_STRING):
         # NUL is a starter that composes with nothing, so NFKC of the joined texts is the joined NFKC
         # of each; with no invisible character in it, that is each text's `normalize` (thousands of
         # short non-ASCII strings otherwise cost a normalisation and a search each).
@@ -293,7 +351,8 @@ def _joined_prepared(texts: list[str], found: dict[int, set[str]], bounded: bool
         at_once = _without_invisible_by_search(normalized, nul=False, data=data)
         if at_once is not None:
             return at_once, None
-    cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text) for text in texts]
+    cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text, runs_checked=runs_checked)
+               for text in texts]
     for index, text in enumerate(cleaned):
         if text is None:
             found[index] = {HIDDEN}
@@ -337,6 +396,8 @@ def _clean_long(text: str) -> str:
             return _UNCLEANED
         if engine.invisible(data, end) is not None:  # none came before the anchor
             return _UNCLEANED
+    if long_combining_run(text):
+        return _UNCLEANED
     normalized = unicodedata.normalize("NFKC", text)
     if normalized is not text and engine.invisible(engine.prepare(normalized), 0) is not None:
         return _UNCLEANED  # NFKC can make one (a half-width Hangul filler becomes U+1160)
@@ -344,13 +405,13 @@ def _clean_long(text: str) -> str:
 
 
 def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
-            budget: _Budget, longest: int | None = None) -> dict[int, set[str]]:
+            budget: _Budget, longest: int | None = None, runs_checked: bool = False) -> dict[int, set[str]]:
     """The kinds found in each of `texts`, for the strings that have any (`longest`: see `_joined`).
 
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
     found: dict[int, set[str]] = {}
-    joined, data = _joined_prepared(texts, found, budget.left is not None, longest)
+    joined, data = _joined_prepared(texts, found, budget.left is not None, longest, runs_checked)
     data = engine.prepare(joined) if data is None else data
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
@@ -435,7 +496,7 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
             at_index += 1
 
 
-def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget) -> bool:
+def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, runs_checked: bool = False) -> bool:
     """True when the JSON text (no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -444,8 +505,10 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget) 
     then so is each of its strings (`"` is a starter that composes with nothing), and each is
     its own `normalize`.
     """
-    data = engine.prepare(text)
     ascii_only = text.isascii()
+    if not ascii_only and not runs_checked and long_combining_run(text):
+        return False
+    data = engine.prepare(text)
     if not ascii_only and (not unicodedata.is_normalized("NFKC", text) or engine.invisible(data, 0) is not None):
         return False
     next_anchor = engine.next_ascii_anchor if ascii_only else engine.next_anchor
@@ -564,20 +627,25 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
         return _Budget(BOUNDED_PASSES * _text_size(source, strings) + BOUNDED_FLOOR if bounded else None)
 
     budget, memo = fresh(), _Memo()
+    runs_checked = False
     if source is not None:
         try:
             text = source if isinstance(source, str) else source.decode("utf-8")
         except UnicodeDecodeError:
             text = "\\"
-        if "\\" not in text and _raw_text_is_clean(engine, text, memo, budget):
+        # A text without escapes shows every string as it is: one look for a run of combining marks
+        # too long to normalise serves the raw text and every string.
+        runs_checked = "\\" not in text and not long_combining_run(text)
+        if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True):
             return []
         if not text.isascii():  # the walk decides as if this look had not been made: with all its budget
             budget, memo = fresh(), _Memo()
 
     keys, values = strings.get()
-    key_found = _locate(engine, keys, True, memo, budget)
+    key_found = _locate(engine, keys, True, memo, budget, runs_checked=runs_checked)
     key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
-    value_found = _locate(engine, values, False, memo, budget, strings.longest_value_bound() if bounded else None)
+    value_found = _locate(engine, values, False, memo, budget, strings.longest_value_bound() if bounded else None,
+                          runs_checked)
     if not key_kinds and not value_found:
         return []
     findings: list[Finding] = []

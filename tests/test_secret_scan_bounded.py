@@ -196,3 +196,36 @@ def test_the_look_at_the_raw_text_leaves_the_walk_its_budget(accent: str) -> Non
         assert kinds == {"github_token"}
     else:
         assert kinds <= {"github_token", UNEXAMINED} and kinds
+
+
+def test_the_table_of_non_starters_is_unicodes() -> None:
+    """The run search's characters are exactly those of a non-zero combining class, all of them in
+    the planes it looks at."""
+    import unicodedata
+
+    table = {c for low, high in secret_scan._non_starter_ranges() for c in range(low, high + 1)}
+    assert table == {c for c in range(0x110000) if unicodedata.combining(chr(c))}
+    assert max(table) <= secret_scan._LAST_PLANE_WITH_NON_STARTERS
+
+
+@pytest.mark.parametrize("mark", ["\u0301", "\u0316", "\u3099", "\U0001e944", "\u05b0"])
+def test_a_run_of_combining_marks_is_long_past_thirty(mark: str) -> None:
+    run = secret_scan.COMBINING_RUN_MAX
+    for base in ("a", "\u00e9", "\u4e2d", "\U0001f600"):
+        assert not secret_scan.long_combining_run(base + mark * run + base)
+        assert secret_scan.long_combining_run(base + mark * (run + 1) + base)
+    assert not secret_scan.long_combining_run("d\u00e9j\u00e0 " * 1000)
+
+
+@pytest.mark.parametrize("escaped", [False, True], ids=["raw", "escaped"])
+def test_a_long_run_of_combining_marks_is_reported_not_normalised(escaped: bool) -> None:
+    """From an attacker review: NFKC sorts a run of combining marks in time quadratic in its length
+    (a 160 KB manifest of one run took 7 s, blocking the event loop). A string with a run longer
+    than Unicode's stream-safe 30 is not normalised: it is reported as hidden, at its pointer."""
+    document: dict[str, Any] = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    document["notes"] = ["plain", "a" + "\u0301\u0316" * 20_000]
+    with pytest.raises(ManifestRefusal) as refused:
+        manifest.parse_manifest(json.dumps(document, ensure_ascii=escaped).encode())
+    assert refused.value.code is ErrorCode.MANIFEST_SECRET
+    assert refused.value.details["findings"] == [{"pointer": "/notes/1", "kind": secret_scan.HIDDEN, "in_key": False}]
+    assert secret_scan.value_kinds(document["notes"][1]) == [secret_scan.HIDDEN]
