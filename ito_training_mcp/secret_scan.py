@@ -129,32 +129,36 @@ def _non_starter_ranges() -> tuple[tuple[int, int], ...]:
 
 
 @functools.cache
-def _combining_run() -> Callable[[str], bool]:
-    """The search for a run too long, on the text's UTF-8 form with RE2 (linear, ~3 ns a byte),
-    else with Python's `re`."""
+def _combining_run() -> Callable[[bytes], bool]:
+    """The search for a run too long in UTF-8 `data`: RE2 (linear, ~2-3 ns a byte), after a look for
+    the run of non-ASCII bytes such a run needs (two bytes or more each: one translation and one byte
+    search, ~0.5 ns a byte), else Python's `re` over the decoded text."""
     repeat = f"{{{COMBINING_RUN_MAX + 1}}}"
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
     except ImportError:  # pragma: no cover - exercised where no wheel exists
         pattern = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _non_starter_ranges()) + "]" + repeat)
-        return lambda text: pattern.search(text) is not None
+        return lambda data: pattern.search(data.decode("utf-8", "surrogatepass")) is not None
     options = re2.Options()
     options.never_capture = True
     options.max_mem = 64 << 20
     compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _non_starter_ranges()) + "]"
                            + repeat, options)
-    return lambda text: compiled.search(text.encode("utf-8", "surrogatepass")) is not None
+    wide = bytes(0 if b < 0x80 else 1 for b in range(256))
+    needed = b"\x01" * (2 * (COMBINING_RUN_MAX + 1))
+    return lambda data: needed in data.translate(wide) and compiled.search(data) is not None
 
 
-def long_combining_run(text: str) -> bool:
+def long_combining_run(text: str, data: bytes | None = None) -> bool:
     """Does `text` hold more than COMBINING_RUN_MAX non-starters in a row? Text of Latin-1 alone holds
-    none (they all lie above U+02FF): settled by one copy. Otherwise one search."""
+    none (they all lie above U+02FF): settled by one copy. Otherwise one search of its UTF-8 form
+    (`data`, if the caller has it)."""
     if text.isascii():
         return False
     try:
         text.encode("latin-1")
     except UnicodeEncodeError:
-        return _combining_run()(text)
+        return _combining_run()(text.encode("utf-8", "surrogatepass") if data is None else data)
     return False
 
 
@@ -496,7 +500,8 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
             at_index += 1
 
 
-def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, runs_checked: bool = False) -> bool:
+def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, runs_checked: bool = False,
+                       data: Any = None) -> bool:
     """True when the JSON text (no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -508,7 +513,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     ascii_only = text.isascii()
     if not ascii_only and not runs_checked and long_combining_run(text):
         return False
-    data = engine.prepare(text)
+    data = engine.prepare(text) if data is None else data
     if not ascii_only and (not unicodedata.is_normalized("NFKC", text) or engine.invisible(data, 0) is not None):
         return False
     next_anchor = engine.next_ascii_anchor if ascii_only else engine.next_anchor
@@ -635,8 +640,9 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
             text = "\\"
         # A text without escapes shows every string as it is: one look for a run of combining marks
         # too long to normalise serves the raw text and every string.
-        runs_checked = "\\" not in text and not long_combining_run(text)
-        if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True):
+        data = engine.prepare(text) if "\\" not in text else None
+        runs_checked = data is not None and not long_combining_run(text, data if isinstance(data, bytes) else None)
+        if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data):
             return []
         if not text.isascii():  # the walk decides as if this look had not been made: with all its budget
             budget, memo = fresh(), _Memo()
