@@ -305,7 +305,9 @@ def _rules_to_locate(places: list[Place], rules: Set[str]) -> set[str]:
                  and SUITES_MIN <= len(value) <= SUITES_MAX]
         try:
             labels = list(chain.from_iterable(lists))
-            passed = labels_pass(labels, "\n".join(labels))
+            # (a str subclass may answer for its truth or length otherwise than its text: each is
+            # looked at on its own)
+            passed = set(map(type, labels)) <= {str} and labels_pass(labels, "\n".join(labels))
         except TypeError:  # not all strings
             passed = False
         if not passed:
@@ -317,6 +319,8 @@ def label_problems(value: list[Any]) -> Iterator[tuple[int, PydanticCustomError]
     """Where a list of eval suites of an allowed length holds labels that are empty or miss the label
     pattern, and which, in order, lazily: among the labels pydantic takes as strings (of at most
     LABEL_MAX characters, text), whatever the other labels are."""
+    if not set(map(type, value)) <= _NOT_STR_SUBCLASSES:  # read a str subclass as the text pydantic reads
+        value = [str.__str__(label) if isinstance(label, str) else label for label in value]
     try:
         text = "\n".join(value)  # all strings?
     except TypeError:
@@ -326,6 +330,9 @@ def label_problems(value: list[Any]) -> Iterator[tuple[int, PydanticCustomError]
     if labels_pass(value, text):  # none is empty or misses: then none of those taken as labels either
         return iter(())
     return ((i, _label_error(value[i])) for i in _misses(value) if _string(value[i], 0, LABEL_MAX))
+
+
+_NOT_STR_SUBCLASSES = frozenset({str, int, float, bool, type(None), dict, list})
 
 
 def _label_error(label: str) -> PydanticCustomError:

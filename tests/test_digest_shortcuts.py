@@ -608,6 +608,37 @@ def test_subclasses_keep_their_value_problems_among_other_errors(shape: str) -> 
     assert [(e["loc"], e["type"]) for e in refused.value.errors()] == [*expected, (("zzz",), "extra_forbidden")]
 
 
+@pytest.mark.parametrize("override", ["truthy", "falsy", "long"])
+def test_a_label_is_read_as_its_text_whatever_its_class_answers(override: str) -> None:
+    """From a second attacker review: the label rule asked a str subclass for its truth and length,
+    which it may answer otherwise than its text (pydantic reads the text), so an empty label could
+    lose its problem, a good one gain one, or the rule raise `IndexError`."""
+
+    class Truthy(str):
+        def __bool__(self) -> bool:
+            return True
+
+    class Falsy(str):
+        def __bool__(self) -> bool:
+            return False
+
+    class Long(str):
+        def __len__(self) -> int:
+            return 5
+
+    kind = {"truthy": Truthy, "falsy": Falsy, "long": Long}[override]
+    document = copy.deepcopy(EXAMPLE)
+    document["data"][0]["decontamination"]["eval_suites"] = [kind(""), kind("a b"), kind("mmlu")]
+    at = ("data", 0, "decontamination", "eval_suites")
+    for extra in (False, True):
+        if extra:
+            document["zzz"] = 1
+        with pytest.raises(ValidationError) as refused:
+            manifest.TrainingManifest.model_validate(document, strict=True)
+        expected = [((*at, 0), "string_too_short")] + ([(("zzz",), "extra_forbidden")] if extra else [])
+        assert [(e["loc"], e["type"]) for e in refused.value.errors()] == expected
+
+
 def test_many_value_problems_show_the_first_twenty_and_stop_counting() -> None:
     """256 references with 100 padded labels, a bad URI, report and date each (26,368 problems): the
     gate shows the first 20 in document order, as validating the whole would, makes only those 20
