@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import manifest, secret_engine, secret_scan
+from ito_training_mcp import manifest, secret_engine, secret_scan, text_normal
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
 from ito_training_mcp.secret_rules import KEY_NAME_STEMS, RULES
@@ -203,18 +203,18 @@ def test_the_table_of_non_starters_is_unicodes() -> None:
     the planes it looks at."""
     import unicodedata
 
-    table = {c for low, high in secret_scan._non_starter_ranges() for c in range(low, high + 1)}
+    table = {c for low, high in text_normal._non_starter_ranges() for c in range(low, high + 1)}
     assert table == {c for c in range(0x110000) if unicodedata.combining(chr(c))}
-    assert max(table) <= secret_scan._LAST_PLANE_WITH_NON_STARTERS
+    assert max(table) <= text_normal._LAST_PLANE_WITH_NON_STARTERS
 
 
 @pytest.mark.parametrize("mark", ["\u0301", "\u0316", "\u3099", "\U0001e944", "\u05b0"])
 def test_a_run_of_combining_marks_is_long_past_thirty(mark: str) -> None:
-    run = secret_scan.COMBINING_RUN_MAX
+    run = text_normal.COMBINING_RUN_MAX
     for base in ("a", "\u00e9", "\u4e2d", "\U0001f600"):
-        assert not secret_scan.long_combining_run(base + mark * run + base)
-        assert secret_scan.long_combining_run(base + mark * (run + 1) + base)
-    assert not secret_scan.long_combining_run("d\u00e9j\u00e0 " * 1000)
+        assert not text_normal.long_combining_run(base + mark * run + base)
+        assert text_normal.long_combining_run(base + mark * (run + 1) + base)
+    assert not text_normal.long_combining_run("d\u00e9j\u00e0 " * 1000)
 
 
 @pytest.mark.parametrize("escaped", [False, True], ids=["raw", "escaped"])

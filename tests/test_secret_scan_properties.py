@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import secret_scan
+from ito_training_mcp import secret_scan, text_normal
 from ito_training_mcp.secret_scan import HIDDEN, Finding
 
 from .secret_corpus import BENIGN_KEYS, BENIGN_VALUES, SECRETS
@@ -143,7 +143,7 @@ def test_a_short_text_is_cleaned_as_a_long_one_is(text: str) -> None:
     """`normalize` cleans a short text in two passes over its characters and a long one by searching
     from one invisible character to the next: the same text, or None for the same texts."""
     normal = __import__("unicodedata").normalize("NFKC", text)
-    assert secret_scan._without_invisible(normal) == secret_scan._without_invisible_by_search(normal)
+    assert text_normal.without_invisible(normal) == text_normal.without_invisible_by_search(normal)
 
 
 def test_too_many_kinds_of_invisible_character_short_or_long() -> None:
@@ -151,6 +151,6 @@ def test_too_many_kinds_of_invisible_character_short_or_long() -> None:
                               0x2064, 0xFE0F)]
     for count in (12, 13):
         text = "\u00e9" + "x".join(kinds[:count])
-        short, long = secret_scan._without_invisible(text), secret_scan._without_invisible_by_search(text)
+        short, long = text_normal.without_invisible(text), text_normal.without_invisible_by_search(text)
         assert short == long
-        assert (short is None) == (count > secret_scan._MAX_INVISIBLE_KINDS)
+        assert (short is None) == (count > text_normal.MAX_INVISIBLE_KINDS)

@@ -1,0 +1,153 @@
+"""What a reader would see of a text: NFKC, without invisible characters, for the secret scanner.
+
+Kept apart from the scanner's searches: the cleaning of one text, of many texts joined by NUL, and
+the one thing that makes CPython's normalisation slow, a long run of combining marks.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+import unicodedata
+from collections.abc import Callable
+from itertools import compress, count
+from typing import Any
+
+from .secret_engine import default_engine
+from .secret_rules import INVISIBLE_RANGES
+
+# A string with more distinct invisible characters than this is reported rather than cleaned: no
+# legitimate text needs so many (a few flags of subdivisions use about ten), and each costs a pass.
+MAX_INVISIBLE_KINDS = 12
+
+
+def normalize(text: str, *, runs_checked: bool = False) -> str | None:
+    """NFKC, then without format characters (Cf) and other invisible ones: what a reader would see.
+
+    None when the text holds more kinds of invisible character than any legitimate text needs.
+    """
+    if text.isascii():
+        return text.replace("\x00", "") if "\x00" in text else text
+    if not runs_checked and long_combining_run(text):
+        return None  # NFKC would take time quadratic in the run, and no reader can tell what it shows
+    text = unicodedata.normalize("NFKC", text)
+    if len(text) <= _SHORT_TEXT:
+        return without_invisible(text)
+    return without_invisible_by_search(text)
+
+
+_SHORT_TEXT = 4096
+
+# Unicode's stream-safe text format allows no more than 30 non-starters (characters of a non-zero
+# combining class) in a row; CPython's normalisation sorts a run of them in time quadratic in its
+# length (a 160 KB manifest of one such run took 7 s). A text with a longer run is not normalised:
+# `normalize` reports it as hidden, and the searches over many texts at once pass over it.
+COMBINING_RUN_MAX = 30
+_LAST_PLANE_WITH_NON_STARTERS = 0x1FFFF  # a test checks that no plane above holds one
+
+
+@functools.cache
+def _non_starter_ranges() -> tuple[tuple[int, int], ...]:
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x300, _LAST_PLANE_WITH_NON_STARTERS + 1):
+        if unicodedata.combining(chr(code)):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return tuple(ranges)
+
+
+@functools.cache
+def _combining_run() -> Callable[[bytes], bool]:
+    """The search for a run too long in UTF-8 `data`: RE2 (linear, ~2-3 ns a byte), after a look for
+    the run of non-ASCII bytes such a run needs (two bytes or more each: one translation and one byte
+    search, ~0.5 ns a byte), else Python's `re` over the decoded text."""
+    repeat = f"{{{COMBINING_RUN_MAX + 1}}}"
+    try:
+        import re2  # type: ignore[import-untyped]  # no type information shipped
+    except ImportError:  # pragma: no cover - exercised where no wheel exists
+        pattern = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _non_starter_ranges()) + "]" + repeat)
+        return lambda data: pattern.search(data.decode("utf-8", "surrogatepass")) is not None
+    options = re2.Options()
+    options.never_capture = True
+    options.max_mem = 64 << 20
+    compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _non_starter_ranges()) + "]"
+                           + repeat, options)
+    wide = bytes(0 if b < 0x80 else 1 for b in range(256))
+    needed = b"\x01" * (2 * (COMBINING_RUN_MAX + 1))
+    return lambda data: needed in data.translate(wide) and compiled.search(data) is not None
+
+
+def long_combining_run(text: str, data: bytes | None = None) -> bool:
+    """Does `text` hold more than COMBINING_RUN_MAX non-starters in a row? Text of Latin-1 alone holds
+    none (they all lie above U+02FF): settled by one copy. Otherwise one search of its UTF-8 form
+    (`data`, if the caller has it)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return _combining_run()(text.encode("utf-8", "surrogatepass") if data is None else data)
+    return False
+
+
+_INVISIBLE_CHARS = frozenset(chr(c) for low, high in INVISIBLE_RANGES for c in range(low, high + 1))
+
+
+def without_invisible(text: str) -> str | None:
+    """`normalize`'s cleaning of an NFKC text, in two passes over its characters: which invisible ones
+    it holds, then all of them out (thousands of short strings full of them cost one search each
+    per character otherwise)."""
+    kinds = _INVISIBLE_CHARS.intersection(text)
+    if not kinds:
+        return text
+    if len(kinds) > MAX_INVISIBLE_KINDS:
+        return None
+    return unicodedata.normalize("NFKC", text.translate(dict.fromkeys(map(ord, kinds))))
+
+
+def without_invisible_by_search(text: str, *, nul: bool = True, data: Any = None) -> str | None:
+    """The same for a long text: a search from one invisible character to the next, so that a text of
+    a mebibyte is not taken apart character by character. (`nul=False`: NUL stays, for texts joined
+    by it; `data`: the engine's prepared form of `text`, if the caller has it.)"""
+    engine = default_engine()
+    data = engine.prepare(text) if data is None else data
+    found = engine.invisible(data, 0, nul=nul)
+    if found is None:
+        return text
+    removed: set[Any] = set()
+    while found is not None:
+        # Look ahead over the next occurrences first: text stuffed with many different invisible
+        # characters is reported without paying one pass per character.
+        ahead: list[Any] = []
+        at: tuple[int, int] | None = found
+        while at is not None and len(ahead) < 64:
+            ahead.append(data[at[0]:at[1]])
+            at = engine.invisible(data, at[1], nul=nul)
+        fresh = set(ahead) - removed
+        removed |= fresh
+        if len(removed) > MAX_INVISIBLE_KINDS:
+            return None
+        for char in fresh:
+            data = data.replace(char, data[:0])  # every occurrence of that character
+        found = engine.invisible(data, found[0], nul=nul)  # nothing before it was invisible
+    text = data.decode("utf-8", "surrogatepass") if isinstance(data, bytes) else data
+    return unicodedata.normalize("NFKC", text)  # removing one can bring two composable characters together
+
+
+def nfkc_joined(texts: list[str], joined: str) -> str:
+    """NFKC of `joined` (the texts joined by NUL, which holds none of them). Python normalises the
+    whole of a text that is not already normal, so one character to change in a mebibyte of text
+    would cost a pass of the full normalisation over all of it: only the texts that are not ASCII
+    are normalised, together, once."""
+    odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
+    together = "\x00".join([texts[i] for i in odd])
+    normal = unicodedata.normalize("NFKC", together)
+    if normal == together:
+        return joined
+    normalized = list(texts)
+    for index, part in zip(odd, normal.split("\x00"), strict=True):
+        normalized[index] = part
+    return "\x00".join(normalized)
