@@ -16,6 +16,7 @@ A manifest may hold none of them (class `invisible`); every string that leaves s
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
     (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
@@ -49,3 +50,16 @@ def has_invisible(text: str) -> bool:
 
 def is_invisible(ch: str) -> bool:
     return ord(ch) in INVISIBLE_POINTS
+
+
+def utf8_starts(points: Iterable[int]) -> Callable[[bytes], bool]:
+    """A quick look at UTF-8 bytes: could they hold one of these code points? False only when none of
+    the bytes that begin one is there (with the byte after it, where few points share the first), a
+    few byte searches. A filter before a full search: most text holds none of them."""
+    starts: dict[bytes, set[bytes]] = {}
+    for point in points:
+        encoded = chr(point).encode("utf-8", "surrogatepass")
+        starts.setdefault(encoded[:1], set()).add(encoded[:2])
+    leads = [(lead, sorted(pairs)) for lead, pairs in sorted(starts.items())]
+    return lambda data: any(lead in data and (len(pairs) > 2 or any(pair in data for pair in pairs))
+                            for lead, pairs in leads)

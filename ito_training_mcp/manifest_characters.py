@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from .invisible import character_class as invisible_class
+from .invisible import utf8_starts
 from .pointers import pointer as safe_pointer
 
 # Characters that could make a terminal or a viewer show something other than the bytes the person
@@ -74,17 +75,7 @@ def _utf8_search(exclude: str) -> Callable[[bytes], bool]:
     RE2 where installed (a dependency), else Python's `re` over the decoded text."""
     points = _code_points(exclude)
     ranges = _ranges(points)
-    # Each byte that begins one, with the byte after it when there is one (U+3164 shares E3 with
-    # every ideograph, not E3 85).
-    starts: dict[bytes, set[bytes]] = {}
-    for point in points:
-        encoded = chr(point).encode("utf-8", "surrogatepass")
-        starts.setdefault(encoded[:1], set()).add(encoded[:2])
-    leads = [(lead, sorted(pairs)) for lead, pairs in sorted(starts.items())]
-
-    def begun(data: bytes) -> bool:  # a search for each pair only where there are few
-        return any(lead in data and (len(pairs) > 2 or any(pair in data for pair in pairs)) for lead, pairs in leads)
-
+    begun = utf8_starts(points)
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
     except ImportError:  # pragma: no cover - exercised where no wheel exists

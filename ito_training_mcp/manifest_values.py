@@ -332,7 +332,7 @@ def label_problems(value: list[Any]) -> Iterator[tuple[int, PydanticCustomError]
     return ((i, _label_error(value[i])) for i in _misses(value) if _string(value[i], 0, LABEL_MAX))
 
 
-_NOT_STR_SUBCLASSES = frozenset({str, int, float, bool, type(None), dict, list})
+_NOT_STR_SUBCLASSES = frozenset({str, int, float, Decimal, bool, type(None), dict, list})
 
 
 def _label_error(label: str) -> PydanticCustomError:
@@ -340,9 +340,10 @@ def _label_error(label: str) -> PydanticCustomError:
 
 
 def _misses(labels: list[str]) -> list[int]:
-    """Which of these labels (non-empty strings) would miss the label pattern: those that start or end with a
-    space, hold two in a row, or hold a space separator other than the plain space (only a label that
-    is not ASCII can). Three searches per label, instead of the pattern over every character."""
+    """Which of these labels (strings) are empty or would miss the label pattern: those that start or
+    end with a space, hold two in a row, or hold a space separator other than the plain space (only
+    a label that is not ASCII can). Three searches per label, instead of the pattern over every
+    character."""
     misses = [i for i, label in enumerate(labels) if not label or label[0] == " " or label[-1] == " " or "  " in label]
     if other := _other_spaced(labels):
         misses = sorted(set(misses).union(other))
@@ -377,13 +378,7 @@ def _holds_other_space(text: str, labels: Iterable[str] | None = None) -> bool:
 
 def _string(value: Any, shortest: int, longest: int) -> bool:
     """Does pydantic take `value` as a string of this length (a str, and text: no lone surrogate)?"""
-    if not isinstance(value, str) or not shortest <= len(value) <= longest:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return isinstance(value, str) and shortest <= len(value) <= longest and _is_text(value)
 
 
 def _labels(value: Any) -> bool:
@@ -393,13 +388,7 @@ def _labels(value: Any) -> bool:
         return False
     if not all(map(isinstance, value, repeat(str))):
         return False
-    if max(map(len, value)) > LABEL_MAX:
-        return False
-    try:
-        "".join(value).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return max(map(len, value)) <= LABEL_MAX and _is_text("".join(value))
 
 
 def places_in(document: Any) -> list[Place]:
@@ -459,7 +448,8 @@ def trim_refused_labels(document: Any, *, keep: int, stop_after: int | None = No
             continue
         elif room:  # among the first `keep`: which ones, to keep them where they are
             at = _refused(suites)
-            kept, refused = [label for i, label in enumerate(suites) if i not in set(at[room:])], len(at)
+            dropped = set(at[room:])
+            kept, refused = [label for i, label in enumerate(suites) if i not in dropped], len(at)
         else:  # past them: all go
             kept = _accepted(suites)
             refused = len(suites) - len(kept)
@@ -487,12 +477,12 @@ def _accepted(labels: list[Any]) -> list[str]:
     """The labels of this list that pydantic takes as such, in order: in C when those refused are
     not strings (the many that a hostile list holds), else one by one."""
     strings = list(compress(labels, map(isinstance, labels, repeat(str))))
-    if not strings or (max(map(len, strings)) <= LABEL_MAX and is_text("".join(strings))):
+    if not strings or (max(map(len, strings)) <= LABEL_MAX and _is_text("".join(strings))):
         return strings
     return [label for label in strings if _string(label, 0, LABEL_MAX)]
 
 
-def is_text(value: str) -> bool:
+def _is_text(value: str) -> bool:
     """Is this string text (no lone surrogate), as pydantic takes a string?"""
     if value.isascii():
         return True

@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from . import secret_rules
+from .invisible import utf8_starts
 from .secret_rules import RULES, Rule
 
 # A rule whose match fails its `boundary` check more often than this in one text is settled by one
@@ -232,8 +233,8 @@ class Re2Engine:
         self._invisible_not_nul = re2.compile(secret_rules.invisible_class(re2=True, nul=False), options)
         # The bytes that begin an invisible character other than NUL in UTF-8: a text holding none of
         # them (most do not) is settled by a few byte searches.
-        self._invisible_leads = sorted({chr(c).encode("utf-8")[:1] for a, b in secret_rules.INVISIBLE_RANGES
-                                        for c in range(max(a, 1), b + 1)})
+        self._invisible_begun = utf8_starts(c for a, b in secret_rules.INVISIBLE_RANGES
+                                            for c in range(max(a, 1), b + 1))
         self._probe = _AnchorProbe(lambda pattern: re2.compile(pattern, options), self.prepare, secret_rules.for_re2,
                                    secret_rules.invisible_class(re2=True))
 
@@ -259,7 +260,7 @@ class Re2Engine:
         return None if match is None else (int(match.start()), int(match.end()))
 
     def invisible(self, data: bytes, pos: int, *, nul: bool = True) -> tuple[int, int] | None:
-        if pos == 0 and not (nul and b"\x00" in data) and not any(lead in data for lead in self._invisible_leads):
+        if pos == 0 and not (nul and b"\x00" in data) and not self._invisible_begun(data):
             return None  # (only from the start: a caller stepping through many would pay for each)
         match = (self._invisible if nul else self._invisible_not_nul).search(data, pos)
         return None if match is None else (int(match.start()), int(match.end()))
