@@ -435,7 +435,7 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
 
     def refuse(refusal: ManifestRefusal) -> ManifestRefusal:
         depth = strings.depth()  # counted by the walk of every string, when the scan or the rule made it
-        if strict_json.depth_exceeds(document) if depth is None else depth > strict_json.MAX_DEPTH:
+        if strict_json.depth_exceeds(document, source=content) if depth is None else depth > strict_json.MAX_DEPTH:
             return _invalid_json(strict_json.too_deep())
         return refusal
 

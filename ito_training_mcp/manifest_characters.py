@@ -12,7 +12,7 @@ pointers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
@@ -131,20 +131,40 @@ def character_problems(document: Any, keys: list[str], values: list[str]) -> lis
 
 
 def _walk(document: Any) -> list[dict[str, Any]]:
+    """The first MAX_CHARACTER_PROBLEMS problems, depth first: on entering an object its keys (last
+    first), then its values and the items of a list in order. Each container's children are taken
+    one at a time, so the walk stops at the limit (a list of thousands of bad strings costs twenty
+    steps, not a step each)."""
     problems: list[dict[str, Any]] = []
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), document)]
-    while stack and len(problems) < MAX_CHARACTER_PROBLEMS:
-        path, node = stack.pop()
-        if isinstance(node, str):
-            found = character_class(node, description=path == ("description",))
-            if found:
-                problems.append({"pointer": safe_pointer(path), "problem": found})
-        elif isinstance(node, dict):
-            for key, child in reversed(node.items()):
+    if isinstance(document, str):
+        found = character_class(document)
+        return [{"pointer": safe_pointer(()), "problem": found}] if found else []
+    stack: list[tuple[tuple[str | int, ...], Iterator[tuple[str | int, Any]]]] = []
+
+    def enter(path: tuple[str | int, ...], node: Any) -> None:
+        if isinstance(node, dict):
+            for key in reversed(node):
+                if len(problems) >= MAX_CHARACTER_PROBLEMS:
+                    break
                 found = character_class(key)
                 if found:
                     problems.append({"pointer": safe_pointer((*path, key)), "problem": found})
-                stack.append(((*path, key), child))
+            stack.append((path, iter(node.items())))
         elif isinstance(node, list):
-            stack.extend(((*path, index), child) for index, child in reversed(list(enumerate(node))))
+            stack.append((path, enumerate(node)))
+
+    enter((), document)
+    while stack and len(problems) < MAX_CHARACTER_PROBLEMS:
+        path, children = stack[-1]
+        step = next(children, None)
+        if step is None:
+            stack.pop()
+            continue
+        name, child = step
+        if isinstance(child, str):
+            found = character_class(child, description=path == () and name == "description")
+            if found:
+                problems.append({"pointer": safe_pointer((*path, name)), "problem": found})
+        else:
+            enter((*path, name), child)
     return problems[:MAX_CHARACTER_PROBLEMS]

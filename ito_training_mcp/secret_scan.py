@@ -24,6 +24,7 @@ settled by the walk, which alone knows JSON pointers.
 from __future__ import annotations
 
 import bisect
+import heapq
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from .document_strings import Span as _Span
 from .secret_engine import Engine, default_engine
 from .secret_rules import RULES
 from .text_normal import MAX_INVISIBLE_KINDS as MAX_INVISIBLE_KINDS
-from .text_normal import long_combining_run, nfkc_joined, without_invisible_by_search
+from .text_normal import long_combining_run, long_run_texts, nfkc_joined, without_invisible_by_search
 from .text_normal import normalize as normalize
 
 MAX_FINDINGS = 20
@@ -208,42 +209,114 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest
     """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out,
     and so is (in a bounded scan) a long text that holds invisible characters at all. `longest`: a
     length no text exceeds, if the caller knows one."""
-    return _joined_prepared(texts, found, bounded, longest)[0]
+    return _joined_prepared(texts, found, _Budget(BOUNDED_FLOOR) if bounded else _UNBOUNDED, longest)[0]
 
 
-def _joined_prepared(texts: list[str], found: dict[int, set[str]], bounded: bool,
+# Cleaning one string of invisible characters is charged to a bounded scan's budget as searching
+# its length and this many bytes more (the calls cost about as much as searching a few kilobytes).
+CLEANING_CHARGE = 4096
+
+
+def _joined_prepared(texts: list[str], found: dict[int, set[str]], budget: _Budget,
                      longest: int | None = None, runs_checked: bool = False) -> tuple[str, Any]:
     """`_joined`, with the engine's prepared form of it when making it took one (else None).
-    `runs_checked`: the caller knows that no text holds too long a run of combining marks."""
+    `runs_checked`: the caller knows that no text holds too long a run of combining marks.
+
+    NUL is a starter that composes with nothing, so NFKC of the texts joined by it is the joined NFKC
+    of each; where that holds no invisible character, it is each text's `normalize`, and where it
+    holds no more kinds of them than one text may, their cleaning is each text's, at once. Otherwise
+    only the texts that hold one are cleaned, each on its own (`_each_held`). Held apart from the
+    others from the start: texts holding NUL, those with too long a run of combining marks, and (in a
+    bounded scan) the long ones.
+    """
     joined = "\x00".join(texts)
     nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
     if joined.isascii() and nul_free:
         return joined, None  # the common case, settled in two passes over the bytes
-    runs_checked = runs_checked or not long_combining_run(joined)
-    if nul_free and runs_checked and (
-            not bounded or len(joined) <= LONG_STRING
-            or (max(map(len, texts)) if longest is None else longest) <= LONG_STRING):
-        # NUL is a starter that composes with nothing, so NFKC of the joined texts is the joined NFKC
-        # of each; with no invisible character in it, that is each text's `normalize` (thousands of
-        # short non-ASCII strings otherwise cost a normalisation and a search each).
-        normalized = nfkc_joined(texts, joined)
-        engine = default_engine()
-        data = engine.prepare(normalized)
+    bounded = budget.left is not None
+    held = [] if nul_free else [i for i, text in enumerate(texts) if "\x00" in text]
+    if bounded and len(joined) > LONG_STRING and (max(map(len, texts)) if longest is None else longest) > LONG_STRING:
+        held = sorted({*held, *(i for i, text in enumerate(texts) if len(text) > LONG_STRING)})
+    together = texts
+    if held:
+        together = list(texts)
+        for index in held:
+            together[index] = ""
+        joined = "\x00".join(together)
+    runs: list[int] = []
+    if not runs_checked and long_combining_run(joined):
+        # Each such text is reported, and none past MAX_FINDINGS of them would be: the rest is left out.
+        runs = long_run_texts(joined, MAX_FINDINGS)
+        if len(runs) == MAX_FINDINGS:
+            together, held = together[:runs[-1] + 1], [i for i in held if i <= runs[-1]]
+        held = sorted({*held, *runs})
+        together = [("" if i in runs else text) for i, text in enumerate(together)]
+        joined = "\x00".join(together)
+    normalized = nfkc_joined(together, joined)
+    engine = default_engine()
+    data = engine.prepare(normalized)
+    if not held:
         if engine.invisible(data, 0, nul=False) is None:
             return normalized, data
-        # All of them hold no more kinds of invisible character than one text may: each text's
-        # `normalize` is then the joined texts' cleaning, at once.
         at_once = without_invisible_by_search(normalized, nul=False, data=data)
         if at_once is not None:
             return at_once, None
-    cleaned = [_clean_long(text) if bounded and len(text) > LONG_STRING else normalize(text, runs_checked=runs_checked)
-               for text in texts]
-    for index, text in enumerate(cleaned):
-        if text is None:
-            found[index] = {HIDDEN}
-        elif text is _UNCLEANED:
-            found[index] = {UNEXAMINED}
-    return "\x00".join(text if text and text is not _UNCLEANED else "" for text in cleaned), None
+    parts = normalized.split("\x00")
+    for index in held:
+        parts[index] = texts[index]
+    return _each_held(engine, parts, data, held, found, budget, hidden=set(runs)), None
+
+
+# Cleaning one string on its own is charged to a bounded scan's budget as searching its length and
+# this many bytes more (the calls cost about as much as searching a few kilobytes).
+CLEANING_CHARGE = 4096
+
+
+def _holding(engine: Engine, data: Any) -> Iterator[int]:
+    """The indices of the texts joined by NUL in `data` that hold an invisible character, in order:
+    one search each."""
+    sep = _separator(data, "\x00")
+    pos = counted = index = 0
+    while (at := engine.invisible(data, pos, nul=False)) is not None:
+        index += data.count(sep, counted, at[0])
+        yield index
+        end = data.find(sep, at[1])
+        if end < 0:
+            return
+        pos = counted = end + 1
+        index += 1
+
+
+def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], found: dict[int, set[str]],
+               budget: _Budget, hidden: set[int]) -> str:
+    """`parts` (NFKC already, but for the `held` ones) cleaned where they need it, in order, joined:
+    each text that holds an invisible character (`data`: the others joined and prepared) or is held,
+    on its own; the others are as they are. In a bounded scan each is charged (CLEANING_CHARGE; a long
+    text's `_clean_long` bounds itself); once the budget is spent, such a text is reported UNEXAMINED
+    instead, and once MAX_FINDINGS texts are reported, no more is looked at (none past them would be).
+    The `hidden` ones (too long a run of combining marks, found already) are reported as such."""
+    bounded = budget.left is not None
+    held_at = set(held)
+    for index in heapq.merge(_holding(engine, data), held):
+        if len(found) >= MAX_FINDINGS:
+            del parts[index:]  # not cleaned, and never searched
+            break
+        text = parts[index]
+        cleaned: str | None
+        if index in hidden:
+            cleaned = None
+        elif bounded and len(text) > LONG_STRING:
+            cleaned = _clean_long(text)
+        elif budget.affords(len(text) + CLEANING_CHARGE):
+            cleaned = normalize(text, runs_checked=index not in held_at)
+            budget.spend(len(text) + CLEANING_CHARGE)
+        else:
+            cleaned = _UNCLEANED
+        if cleaned is None or cleaned is _UNCLEANED:
+            found[index] = {HIDDEN if cleaned is None else UNEXAMINED}
+            cleaned = ""
+        parts[index] = cleaned
+    return "\x00".join(parts)
 
 
 _UNCLEANED = "\x00unexamined"  # `_clean_long`'s answer for a text it did not clean (never a cleaned text)
@@ -280,7 +353,7 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
     found: dict[int, set[str]] = {}
-    joined, data = _joined_prepared(texts, found, budget.left is not None, longest, runs_checked)
+    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked)
     data = engine.prepare(joined) if data is None else data
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
@@ -379,7 +452,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     if not ascii_only and not runs_checked and long_combining_run(text):
         return False
     data = engine.prepare(text) if data is None else data
-    if not ascii_only and (not unicodedata.is_normalized("NFKC", text) or engine.invisible(data, 0) is not None):
+    if not ascii_only and (engine.invisible(data, 0) is not None or not unicodedata.is_normalized("NFKC", text)):
         return False
     next_anchor = engine.next_ascii_anchor if ascii_only else engine.next_anchor
     quote = _separator(data, '"')

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import unicodedata
 from typing import Any
 
 import pytest
@@ -688,6 +689,75 @@ def test_texts_normalised_together_are_each_text_normalised(texts: list[str], bo
     expected = {i: {secret_scan.HIDDEN} for i, text in enumerate(each) if text is None}
     assert found == expected
     assert together == "\x00".join(text or "" for text in each)
+
+
+# Texts that take the scanner off its joint path: more kinds of invisible character than one text may
+# hold, NUL inside a text, runs of combining marks too long to normalise, many texts with findings.
+MANY_KIND_TEXTS = st.lists(st.lists(st.sampled_from(
+    ["a", "\u00e9", "e\u0301", "\ufb01", "\uff21", "\u65e5", " ", "ghp_", "x" * 9, "\x00", "\u0301" * 31,
+     *(chr(c) for c in (0x200B, 0x200C, 0x200D, 0x2060, 0x2061, 0x2062, 0xFE00, 0xFE01, 0xFE0F, 0xFEFF,
+                        0x00AD, 0x180E, 0xE0020, 0xE0041, 0x13430, 0x1343F, 0x0600))]),
+    max_size=16).map("".join), min_size=1, max_size=40)
+
+
+def _each_on_its_own(texts: list[str]) -> tuple[dict[int, set[str]], list[str]]:
+    """What the scanner made of the texts before the joint path: each text's own `normalize`, up to
+    the text that gives the MAX_FINDINGS-th finding."""
+    from ito_training_mcp import secret_scan
+
+    found: dict[int, set[str]] = {}
+    each: list[str] = []
+    for index, text in enumerate(texts):
+        if len(found) >= secret_scan.MAX_FINDINGS:
+            break
+        clean = secret_scan.normalize(text)
+        if clean is None:
+            found[index] = {secret_scan.HIDDEN}
+        each.append(clean or "")
+    return found, each
+
+
+@SETTINGS
+@given(MANY_KIND_TEXTS)
+def test_texts_cleaned_one_by_one_only_where_they_need_it_are_each_text_normalised(texts: list[str]) -> None:
+    """Past what one cleaning of all the texts may do, only the texts holding an invisible character
+    (or NUL, or too long a run) are cleaned on their own: the result is still each text's own
+    `normalize`, with the same texts reported hidden, up to the last finding that could be reported.
+    A bounded scan whose budget is not spent comes to the same."""
+    from ito_training_mcp import secret_scan
+
+    expected_found, expected = _each_on_its_own(texts)
+    for budget in (secret_scan._UNBOUNDED, secret_scan._Budget(1 << 30)):
+        found: dict[int, set[str]] = {}
+        together, _ = secret_scan._joined_prepared(texts, found, budget)
+        assert found == expected_found
+        assert together.split("\x00")[:len(expected)] == expected
+
+
+@SETTINGS
+@given(MANY_KIND_TEXTS, st.integers(0, 40_000))
+def test_a_spent_budget_reports_what_it_did_not_clean_as_unexamined(texts: list[str], left: int) -> None:
+    """In a bounded scan, each text cleaned on its own is charged; once the budget cannot pay for one,
+    the texts that need cleaning are reported unexamined instead, in document order, up to
+    MAX_FINDINGS: never a text that needs none, never hidden text passed over in silence."""
+    from ito_training_mcp import secret_scan
+
+    expected_found, expected = _each_on_its_own(texts)
+    found: dict[int, set[str]] = {}
+    together, _ = secret_scan._joined_prepared(texts, found, secret_scan._Budget(left))
+    cleaned = together.split("\x00")
+    needing = [i for i, text in enumerate(texts)
+               if (not text.isascii() and secret_scan.normalize(text) != unicodedata.normalize("NFKC", text))
+               or "\x00" in text or secret_scan.normalize(text) is None]
+    assert set(found) <= set(needing)
+    for index, kinds in found.items():
+        assert kinds in ({secret_scan.UNEXAMINED}, expected_found.get(index))
+        assert cleaned[index] == ""
+    reported_before = [i for i in needing if i < max(found, default=-1)]
+    assert all(i in found or cleaned[i] == expected[i] for i in reported_before)
+    if len(found) < secret_scan.MAX_FINDINGS:
+        assert all(i in found or cleaned[i] == expected[i] for i in needing)
+        assert len(cleaned) == len(texts)
 
 
 def test_the_look_for_invisible_characters_by_their_first_byte_misses_none() -> None:

@@ -154,3 +154,14 @@ def test_too_many_kinds_of_invisible_character_short_or_long() -> None:
         short, long = text_normal.without_invisible(text), text_normal.without_invisible_by_search(text)
         assert short == long
         assert (short is None) == (count > text_normal.MAX_INVISIBLE_KINDS)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.tuples(st.integers(0, 80), st.sampled_from(["", "a", "\u00e9\u200b", "\u200c"])), min_size=1,
+                max_size=60), st.integers(1, 40))
+def test_a_kind_removed_by_runs_or_one_by_one_is_removed_alike(pieces: list[tuple[int, str]], repeat: int) -> None:
+    """A mebibyte-long text loses one kind of invisible character by runs where most stand in runs,
+    one by one otherwise: the text left is the same either way."""
+    text = "".join("\u200b" * run + filler for run, filler in pieces) * repeat
+    assert text_normal._removed(text, "\u200b") == text.replace("\u200b", "")
+    assert text_normal._removed(text, "\u200c") == text.replace("\u200c", "")
