@@ -429,6 +429,7 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
     except strict_json.StrictJSONError as exc:
         raise _invalid_json(exc) from None
     forbidden_possible = may_hold_forbidden(content)  # a look at the bytes: C0 and DEL are in its classes
+    forbidden_known = forbidden_possible and b"\\" not in content  # see `character_problems`
     validated = _validate(document, controls_possible=forbidden_possible)
 
     strings = secret_scan.DocumentStrings(document)
@@ -449,7 +450,7 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             check="secret_scan",
             details={"findings": [f.as_dict() for f in findings]},
         ))
-    characters = character_problems(document, *strings.get()) if forbidden_possible else []
+    characters = character_problems(document, *strings.get(), known=forbidden_known) if forbidden_possible else []
     if characters:
         classes = sorted({str(p["problem"]) for p in characters})
         raise refuse(ManifestRefusal(

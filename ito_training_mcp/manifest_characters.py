@@ -116,10 +116,17 @@ def character_class(text: str, *, description: bool = False) -> str | None:
     return next(name for name, pattern in _CLASS_OF if pattern.fullmatch(match.group()))
 
 
-def character_problems(document: Any, keys: list[str], values: list[str]) -> list[dict[str, Any]]:
+def character_problems(document: Any, keys: list[str], values: list[str], *,
+                       known: bool = False) -> list[dict[str, Any]]:
     """Every key and string value holding a forbidden character, wherever it is (even under an
     unknown key), reported by pointer and class, bounded. `keys` and `values` are every key and
-    every string value of `document` (as `secret_scan.DocumentStrings` collects them)."""
+    every string value of `document` (as `secret_scan.DocumentStrings` collects them). `known`: the
+    caller knows that one holds a forbidden character, so the look at them all together is skipped:
+    so it is when `may_hold_forbidden` finds one in a text without escapes (outside strings JSON
+    allows only layout, raw C0 is never inside one, and the tab and newline the description may
+    hold are always escaped)."""
+    if known:
+        return _walk(document)
     description = document.get("description") if type(document) is dict else None
     breaks = 0
     if type(description) is str:

@@ -212,11 +212,6 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest
     return _joined_prepared(texts, found, _Budget(BOUNDED_FLOOR) if bounded else _UNBOUNDED, longest)[0]
 
 
-# Cleaning one string of invisible characters is charged to a bounded scan's budget as searching
-# its length and this many bytes more (the calls cost about as much as searching a few kilobytes).
-CLEANING_CHARGE = 4096
-
-
 def _joined_prepared(texts: list[str], found: dict[int, set[str]], budget: _Budget,
                      longest: int | None = None, runs_checked: bool = False) -> tuple[str, Any]:
     """`_joined`, with the engine's prepared form of it when making it took one (else None).
@@ -268,8 +263,8 @@ def _joined_prepared(texts: list[str], found: dict[int, set[str]], budget: _Budg
 
 
 # Cleaning one string on its own is charged to a bounded scan's budget as searching its length and
-# this many bytes more (the calls cost about as much as searching a few kilobytes).
-CLEANING_CHARGE = 4096
+# this many bytes more (its calls cost about as much as searching several kilobytes).
+CLEANING_CHARGE = 8192
 
 
 def _holding(engine: Engine, data: Any) -> Iterator[int]:

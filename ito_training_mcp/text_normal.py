@@ -14,7 +14,7 @@ from collections.abc import Callable
 from itertools import compress, count
 from typing import Any
 
-from .secret_engine import default_engine
+from .secret_engine import Engine, default_engine
 from .secret_rules import invisible_class
 
 # A string with more distinct invisible characters than this is reported rather than cleaned: no
@@ -62,8 +62,8 @@ def _non_starter_ranges() -> tuple[tuple[int, int], ...]:
 @functools.cache
 def _combining_run() -> Callable[[bytes, int], int]:
     """The search for a run too long in UTF-8 `data` from byte `pos`: where one starts, or -1. RE2
-    (linear, ~2-3 ns a byte), after a look for the run of non-ASCII bytes such a run needs (two bytes
-    or more each: one translation and one byte search, ~0.5 ns a byte), else Python's `re`."""
+    (linear, ~2-3 ns a byte), after a look for the run of bytes such a run needs (one translation
+    and one byte search, ~0.5 ns a byte), else Python's `re`."""
     repeat = f"{{{COMBINING_RUN_MAX + 1}}}"
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
@@ -80,7 +80,11 @@ def _combining_run() -> Callable[[bytes, int], int]:
     options.max_mem = 64 << 20
     compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _non_starter_ranges()) + "]"
                            + repeat, options)
-    wide = bytes(0 if b < 0x80 else 1 for b in range(256))
+    # Each byte of a non-starter in UTF-8 is a continuation byte or one of the few lead bytes that
+    # begin one (not those of CJK ideographs, Latin-1, Greek or Cyrillic): such a run needs
+    # 2 * (COMBINING_RUN_MAX + 1) of them in a row.
+    leads = {chr(code).encode("utf-8")[0] for low, high in _non_starter_ranges() for code in range(low, high + 1)}
+    wide = bytes(1 if 0x80 <= b < 0xC0 or b in leads else 0 for b in range(256))
     needed = b"\x01" * (2 * (COMBINING_RUN_MAX + 1))
 
     def search_re2(data: bytes, pos: int) -> int:
@@ -146,17 +150,59 @@ def without_invisible(text: str) -> str | None:
 
 
 def without_invisible_by_search(text: str, *, nul: bool = True, data: Any = None) -> str | None:
-    """The same for a long text: which kinds it holds, in one pass of the engine, then each removed
-    (a text of a mebibyte is not taken apart character by character, nor copied once per kind when
-    it holds too many). `nul=False`: NUL stays, for texts joined by it; `data`: the engine's
-    prepared form of `text`, if the caller has it."""
+    """The same for a long text: which kinds it holds, then each removed (a text of a mebibyte is not
+    taken apart character by character, nor copied once per kind when it holds too many). Where the
+    first one found makes up most of the text, it is removed first and the rest looked for in what
+    is left. The kinds are found from one run of them to the next for a few steps (text stuffed
+    with many kinds is settled there), else in one pass of the engine. `nul=False`: NUL stays, for
+    texts joined by it; `data`: the engine's prepared form of `text`, if the caller has it."""
     engine = default_engine()
-    kinds = engine.invisible_kinds(engine.prepare(text) if data is None else data, MAX_INVISIBLE_KINDS, nul=nul)
-    if not kinds:
-        return None if kinds is None else text
+    data = engine.prepare(text) if data is None else data
+    first = engine.invisible(data, 0, nul=nul)
+    if first is None:
+        return text
+    removed: list[str] = []
+    char = _decoded(data[first[0]:first[1]])
+    if 2 * text.count(char) > len(text):
+        removed.append(char)
+        text = _removed(text, char)
+        data = engine.prepare(text)
+        first = engine.invisible(data, 0, nul=nul)
+    kinds = [] if first is None else _kinds_ahead(engine, data, first, nul, MAX_INVISIBLE_KINDS - len(removed))
+    if kinds is _NOT_ALL:
+        kinds = engine.invisible_kinds(data, MAX_INVISIBLE_KINDS - len(removed), nul=nul)
+    if kinds is None:
+        return None
     for char in kinds:
         text = _removed(text, char)
     return unicodedata.normalize("NFKC", text)  # removing one can bring two composable characters together
+
+
+_AHEAD = 64  # runs of invisible characters looked at one by one before one pass finds the kinds
+_NOT_ALL: list[str] = []  # `_kinds_ahead` ran out of steps (a distinct object: compared by identity)
+
+
+def _kinds_ahead(engine: Engine, data: Any, found: tuple[int, int], nul: bool, limit: int) -> list[str] | None:
+    """The kinds of invisible character in `data` from `found` (the first) on, if the first _AHEAD runs
+    of them show them all (the search after the last run finds none) or more than `limit`; else
+    _NOT_ALL."""
+    kinds: list[str] = []
+    at: tuple[int, int] | None = found
+    for _ in range(_AHEAD):
+        if at is None:
+            return kinds
+        char = data[at[0]:at[1]]
+        if _decoded(char) not in kinds:
+            kinds.append(_decoded(char))
+            if len(kinds) > limit:
+                return None
+        run = _run_of(char).match(data, at[0])
+        at = engine.invisible(data, run.end() if run else at[1], nul=nul)
+    return kinds if at is None else _NOT_ALL
+
+
+def _decoded(char: Any) -> str:
+    return char.decode("utf-8", "surrogatepass") if isinstance(char, bytes) else str(char)
 
 
 def _removed(text: str, char: str) -> str:
@@ -166,13 +212,15 @@ def _removed(text: str, char: str) -> str:
     spaces in runs of 64 takes 1.7 ms so, 4.3 ms one by one)."""
     occurrences = text.count(char)
     if occurrences >= 1024 and 6 * (occurrences - 7 * text.count(char * 8)) < occurrences:
-        return _run_of(char).sub("", text)
+        runs_out: str = _run_of(char).sub("", text)
+        return runs_out
     return text.replace(char, "") if occurrences else text
 
 
-@functools.lru_cache(maxsize=64)
-def _run_of(char: str) -> re.Pattern[str]:
-    return re.compile(re.escape(char) + "+")
+@functools.lru_cache(maxsize=128)
+def _run_of(char: Any) -> Any:
+    """A run of `char` (text or UTF-8 bytes)."""
+    return re.compile(re.escape(char) + (b"+" if isinstance(char, bytes) else "+"))
 
 
 def nfkc_joined(texts: list[str], joined: str) -> str:

@@ -165,3 +165,24 @@ def test_a_kind_removed_by_runs_or_one_by_one_is_removed_alike(pieces: list[tupl
     text = "".join("\u200b" * run + filler for run, filler in pieces) * repeat
     assert text_normal._removed(text, "\u200b") == text.replace("\u200b", "")
     assert text_normal._removed(text, "\u200c") == text.replace("\u200c", "")
+
+
+_POOL = [chr(c) for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x00AD, 0x034F, 0x180E, 0x2061, 0x2062, 0x2063,
+                          0x2064, 0xFE0F, 0xFE00, 0xE0041, 0x13430, 0x0600, 0x1160, 0x00)]
+
+
+@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.tuples(st.integers(0, len(_POOL) - 1), st.integers(1, 90), st.sampled_from(["", "a", "\u00e9", "e"])),
+                min_size=1, max_size=150), st.sampled_from([1, 3, 19]), st.booleans())
+def test_kinds_found_run_by_run_or_in_one_pass_clean_alike(runs: list[tuple[int, int, str]], spread: int,
+                                                              nul: bool) -> None:
+    """A long text's kinds are found run by run for a few steps, else in one pass; one kind that makes
+    up most of the text goes first. Whichever way, the text is cleaned as character by character,
+    or refused for the same number of kinds."""
+    text = "\u0301".join(_POOL[kind * spread % len(_POOL)] * length + filler for kind, length, filler in runs)
+    kinds = {c for c in text if c in _POOL and (nul or c != "\x00")}
+    expected = None if len(kinds) > text_normal.MAX_INVISIBLE_KINDS else __import__("unicodedata").normalize(
+        "NFKC", "".join(c for c in text if c not in kinds))
+    if not kinds:
+        expected = text
+    assert text_normal.without_invisible_by_search(text, nul=nul) == expected
