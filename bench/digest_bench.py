@@ -320,6 +320,13 @@ def hostile_inputs() -> dict[str, bytes]:
                                                                 for i in range(5000)]}
     docs["empty objects for labels, 25,600"] = suites(*[{}] * 100)
     docs["empty objects, 250,000"] = {**example, "notes": [{}] * 250_000}
+    # Sixth round: the same in the labels of a manifest the schema accepts (the character rule refuses
+    # it; its scan used to be unbounded, 57x), and format characters of 16 kinds that the rule let
+    # through, so that a valid manifest asked for each label to be cleaned on its own (50x-120x).
+    docs["labels of 21 kinds of invisible character, schema-valid"] = suites(
+        *[chr(0x200B + i % 5) * 3 + "ab" + chr(0xFE00 + i % 16) + str(i) for i in range(64)])
+    docs["labels with Egyptian format controls, 16 kinds"] = suites(
+        *[f"a{chr(0x13430 + i % 16)}b{chr(0x13430 + (i + 1) % 16)}{i}" for i in range(64)])
     out = {name: json.dumps(doc, ensure_ascii=False).encode() for name, doc in docs.items()}
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})

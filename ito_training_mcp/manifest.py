@@ -440,8 +440,12 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             return _invalid_json(strict_json.too_deep())
         return refusal
 
+    # Looked at before the scan, reported after it: a document the character rule refuses is, like one
+    # the schema refuses, refused whatever the scan finds, so the scan may bound its work there too.
+    characters = character_problems(document, [], [], known=True) if forbidden_known else (
+        character_problems(document, *strings.get()) if forbidden_possible else [])
     findings = secret_scan.scan(document, source=text, strings=strings,
-                                bounded=isinstance(validated, _SchemaRefusal))
+                                bounded=isinstance(validated, _SchemaRefusal) or bool(characters))
     if findings:
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,
@@ -450,7 +454,6 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             check="secret_scan",
             details={"findings": [f.as_dict() for f in findings]},
         ))
-    characters = character_problems(document, *strings.get(), known=forbidden_known) if forbidden_possible else []
     if characters:
         classes = sorted({str(p["problem"]) for p in characters})
         raise refuse(ManifestRefusal(

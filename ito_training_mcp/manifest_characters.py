@@ -35,6 +35,14 @@ CHARACTER_CLASSES: tuple[tuple[str, str], ...] = (
     # PATTERN BLANK; see invisible.py): a zero-width joiner or a variation selector in a URI or a name
     # makes another string that looks the same. The bidi marks above keep their own class.
     ("invisible", invisible_class()),
+    # Extension: the format characters (Cf) that are not default-ignorable: prepended concatenation
+    # marks (Arabic number signs U+0600-U+0605, U+06DD, U+0890, U+0891, U+08E2, Syriac U+070F, Kaithi
+    # U+110BD, U+110CD), interlinear annotation (U+FFF9-U+FFFB, which hides the annotated text) and the
+    # Egyptian hieroglyph format controls (U+13430-U+1343F). Most viewers draw them as nothing or
+    # out of place, and the secret scanner removes them before it looks (secret_rules'
+    # INVISIBLE_RANGES, of which a test keeps this rule's classes a superset).
+    ("format_control", "\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\ufff9-\ufffb\U000110bd\U000110cd"
+                       "\U00013430-\U0001343f"),
 )
 MAX_CHARACTER_PROBLEMS = 20
 _BREAKS = "\t\n"  # allowed in the description
@@ -42,9 +50,11 @@ _FORBIDDEN = re.compile("[" + "".join(ranges for _, ranges in CHARACTER_CLASSES)
 _CLASS_OF = [(name, re.compile(f"[{ranges}]")) for name, ranges in CHARACTER_CLASSES]
 # An escape that may stand for a forbidden character, by its first three or four hex digits
 # (over-inclusive: `\\u0610` matches too). Supplementary characters are escaped as surrogate pairs:
-# U+1BCA0.. is \\ud82f.., U+1D173.. is \\ud834.., U+E0000..U+E0FFF is \\udb40..\\udb43.
+# U+110BD.. is \\ud804.., U+13430.. is \\ud80d.., U+1BCA0.. is \\ud82f.., U+1D173.. is \\ud834..,
+# U+E0000..U+E0FFF is \\udb40..\\udb43.
 _FORBIDDEN_ESCAPE = re.compile(
-    rb"\\(?:[bfnrt]|u(?:00[01789a]|034|061|11[56]|17b|180|20[026]|280|316|fe[0f]|ff[af]|d82f|d834|db4[0-3]))",
+    rb"\\(?:[bfnrt]|u(?:00[01789a]|034|06[01d]|070|08[9e]|11[56]|17b|180|20[026]|280|316|fe[0f]|ff[af]|d804|d80d"
+    rb"|d82f|d834|db4[0-3]))",
     re.IGNORECASE)
 
 
@@ -121,7 +131,8 @@ def character_problems(document: Any, keys: list[str], values: list[str], *,
     """Every key and string value holding a forbidden character, wherever it is (even under an
     unknown key), reported by pointer and class, bounded. `keys` and `values` are every key and
     every string value of `document` (as `secret_scan.DocumentStrings` collects them). `known`: the
-    caller knows that one holds a forbidden character, so the look at them all together is skipped:
+    caller knows that one holds a forbidden character, so the look at them all together (and
+    `keys` and `values`) is skipped:
     so it is when `may_hold_forbidden` finds one in a text without escapes (outside strings JSON
     allows only layout, raw C0 is never inside one, and the tab and newline the description may
     hold are always escaped)."""

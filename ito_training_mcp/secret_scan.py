@@ -263,8 +263,11 @@ def _joined_prepared(texts: list[str], found: dict[int, set[str]], budget: _Budg
 
 
 # Cleaning one string on its own is charged to a bounded scan's budget as searching its length and
-# this many bytes more (its calls cost about as much as searching several kilobytes).
+# this many bytes more (its calls cost about as much as searching several kilobytes), but for the
+# first FREE_CLEANINGS of them: a small document is never cut short for its cleaning (an attacker
+# review: forty strings of a 2 KB document went `unexamined`).
 CLEANING_CHARGE = 8192
+FREE_CLEANINGS = 64
 
 
 def _holding(engine: Engine, data: Any) -> Iterator[int]:
@@ -286,12 +289,14 @@ def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], fou
                budget: _Budget, hidden: set[int]) -> str:
     """`parts` (NFKC already, but for the `held` ones) cleaned where they need it, in order, joined:
     each text that holds an invisible character (`data`: the others joined and prepared) or is held,
-    on its own; the others are as they are. In a bounded scan each is charged (CLEANING_CHARGE; a long
-    text's `_clean_long` bounds itself); once the budget is spent, such a text is reported UNEXAMINED
+    on its own; the others are as they are. In a bounded scan each past the first FREE_CLEANINGS is
+    charged (CLEANING_CHARGE; a long text's `_clean_long` bounds itself); once the budget is spent,
+    such a text is reported UNEXAMINED
     instead, and once MAX_FINDINGS texts are reported, no more is looked at (none past them would be).
     The `hidden` ones (too long a run of combining marks, found already) are reported as such."""
     bounded = budget.left is not None
     held_at = set(held)
+    free = FREE_CLEANINGS
     for index in heapq.merge(_holding(engine, data), held):
         if len(found) >= MAX_FINDINGS:
             del parts[index:]  # not cleaned, and never searched
@@ -302,9 +307,12 @@ def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], fou
             cleaned = None
         elif bounded and len(text) > LONG_STRING:
             cleaned = _clean_long(text)
-        elif budget.affords(len(text) + CLEANING_CHARGE):
+        elif free or budget.affords(len(text) + CLEANING_CHARGE):
             cleaned = normalize(text, runs_checked=index not in held_at)
-            budget.spend(len(text) + CLEANING_CHARGE)
+            if free:
+                free -= 1
+            else:
+                budget.spend(len(text) + CLEANING_CHARGE)
         else:
             cleaned = _UNCLEANED
         if cleaned is None or cleaned is _UNCLEANED:

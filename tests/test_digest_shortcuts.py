@@ -739,16 +739,20 @@ def test_texts_cleaned_one_by_one_only_where_they_need_it_are_each_text_normalis
 
 
 @SETTINGS
-@given(MANY_KIND_TEXTS, st.integers(0, 40_000))
-def test_a_spent_budget_reports_what_it_did_not_clean_as_unexamined(texts: list[str], left: int) -> None:
-    """In a bounded scan, each text cleaned on its own is charged; once the budget cannot pay for one,
-    the texts that need cleaning are reported unexamined instead, in document order, up to
-    MAX_FINDINGS: never a text that needs none, never hidden text passed over in silence."""
+@given(MANY_KIND_TEXTS, st.integers(0, 40_000), st.integers(0, 3))
+def test_a_spent_budget_reports_what_it_did_not_clean_as_unexamined(texts: list[str], left: int, free: int) -> None:
+    """In a bounded scan, each text cleaned on its own past the first few is charged; once the budget
+    cannot pay for one, the texts that need cleaning are reported unexamined instead, in document
+    order, up to MAX_FINDINGS: never a text that needs none, never hidden text passed over in silence."""
     from ito_training_mcp import secret_scan
 
     expected_found, expected = _each_on_its_own(texts)
     found: dict[int, set[str]] = {}
-    together, _ = secret_scan._joined_prepared(texts, found, secret_scan._Budget(left))
+    allowance, secret_scan.FREE_CLEANINGS = secret_scan.FREE_CLEANINGS, free  # few, to reach the budget
+    try:
+        together, _ = secret_scan._joined_prepared(texts, found, secret_scan._Budget(left))
+    finally:
+        secret_scan.FREE_CLEANINGS = allowance
     cleaned = together.split("\x00")
     needing = [i for i, text in enumerate(texts)
                if (not text.isascii() and secret_scan.normalize(text) != unicodedata.normalize("NFKC", text))
@@ -762,6 +766,20 @@ def test_a_spent_budget_reports_what_it_did_not_clean_as_unexamined(texts: list[
     if len(found) < secret_scan.MAX_FINDINGS:
         assert all(i in found or cleaned[i] == expected[i] for i in needing)
         assert len(cleaned) == len(texts)
+
+
+def test_a_small_document_is_never_cut_short_for_its_cleaning() -> None:
+    """From an attacker review: in a refused 2 KB document, forty strings needing a cleaning each went
+    `unexamined`, and a token after sixty of them was no longer named. The first FREE_CLEANINGS are
+    free: the bounded scan finds what the full one finds."""
+    from ito_training_mcp import secret_scan
+
+    kinds = [chr(c) for c in (*range(0x200B, 0x200E), *range(0x2060, 0x2065), *range(0xFE00, 0xFE09))]
+    for count in (40, secret_scan.FREE_CLEANINGS):
+        notes = [f"a{kinds[i % len(kinds)]}b" for i in range(count)] + ["ghp_" + "a1B2c3D4e5" * 4]
+        document = {**json.loads(EXAMPLE_MANIFEST.read_bytes()), "notes": notes}
+        bounded = secret_scan.scan(document, bounded=True)
+        assert bounded == secret_scan.scan(document) == [secret_scan.Finding(f"/notes/{count}", "github_token")]
 
 
 def test_the_look_for_invisible_characters_by_their_first_byte_misses_none() -> None:

@@ -44,9 +44,12 @@ INVISIBLE = [chr(c) for c in (0xAD, 0x34F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180
                               0x2060, 0x2064, 0x2065, 0x206A, 0x206F, 0x2800, 0x3164, 0xFE00, 0xFE0F, 0xFEFF, 0xFFA0,
                               0xFFF0, 0xFFF8, 0x1BCA0, 0x1BCA3, 0x1D173, 0x1D17A, 0xE0000, 0xE0001, 0xE0041, 0xE007F,
                               0xE0100, 0xE01EF, 0xE0FFF)]
+# Format characters that are not default-ignorable: every one of them.
+FORMAT_CONTROLS = [chr(c) for c in (*range(0x600, 0x606), 0x6DD, 0x70F, 0x890, 0x891, 0x8E2, *range(0xFFF9, 0xFFFC),
+                                    0x110BD, 0x110CD, *range(0x13430, 0x13440))]
 FORBIDDEN: dict[str, list[str]] = {
     "c0_control": C0, "del": DEL, "c1_control": C1, "bidi_control": BIDI, "line_separator": LINE_SEPARATORS,
-    "invisible": INVISIBLE,
+    "invisible": INVISIBLE, "format_control": FORMAT_CONTROLS,
 }
 EVERY_FORBIDDEN = [(cls, ch) for cls, chars in FORBIDDEN.items() for ch in chars]
 
@@ -99,8 +102,10 @@ def test_the_classes_cover_exactly_the_forbidden_characters() -> None:
         assert character_class(f"a{ch}b", description=True) == expected, hex(ord(ch))
         assert character_class(f"a{ch}b") == cls, hex(ord(ch))
     assert {name for name, _ in CHARACTER_CLASSES} == set(FORBIDDEN)
-    # printable, or unprintable but not invisible (shown as ⟨U+XXXX⟩ on the way out): not this rule
-    for ch in ("a", " ", "é", "€", "中", "\u00a0", "⟨", "\u2801", "\u3163", "\ue000", "\ufff9", "\u0600"):
+    # printable, or unprintable but neither invisible nor a format character (shown as ⟨U+XXXX⟩ on
+    # the way out): not this rule
+    for ch in ("a", " ", "é", "€", "中", "\u00a0", "⟨", "\u2801", "\u3163", "\ue000", "\ufffc", "\u0606",
+               "\U000f0000", "\u0378"):
         assert character_class(ch) is None
 
 
@@ -267,3 +272,20 @@ def test_property_no_pointer_echoes_a_key_that_is_not_plain(write_file: WriteFil
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", key) and len(key) >= 6:  # shorter ones occur by chance
         assert key not in json.dumps(details, ensure_ascii=False)
         assert json.dumps(key)[1:-1] not in json.dumps(details)
+
+
+def test_whatever_the_scanner_takes_for_invisible_no_manifest_may_hold() -> None:
+    """The secret scanner removes a set of invisible characters before it looks; the character rule
+    refuses every one of them (NUL is C0), and NFKC makes none of them from a character the rule
+    lets through. So a manifest the rule accepts never asks the scanner to clean a string."""
+    import unicodedata
+
+    from ito_training_mcp import secret_rules
+
+    scanned = {chr(c) for low, high in secret_rules.INVISIBLE_RANGES for c in range(low, high + 1)}
+    assert all(character_class(f"a{ch}b") for ch in scanned), sorted(hex(ord(ch)) for ch in scanned
+                                                                     if not character_class(f"a{ch}b"))
+    allowed = (chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    made = [hex(ord(ch)) for ch in allowed if not character_class(ch) and
+            not scanned.isdisjoint(unicodedata.normalize("NFKC", ch))]
+    assert made == []

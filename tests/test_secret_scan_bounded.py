@@ -23,7 +23,7 @@ from ito_training_mcp import manifest, secret_engine, secret_scan, text_normal
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
 from ito_training_mcp.secret_rules import KEY_NAME_STEMS, RULES
-from ito_training_mcp.secret_scan import LONG_STRING, UNEXAMINED, Finding
+from ito_training_mcp.secret_scan import HIDDEN, LONG_STRING, UNEXAMINED, Finding
 
 from .conftest import EXAMPLE_MANIFEST
 from .secret_corpus import BENIGN_VALUES, SECRETS
@@ -199,13 +199,27 @@ def test_the_look_at_the_raw_text_leaves_the_walk_its_budget(accent: str) -> Non
 
 
 def test_the_table_of_non_starters_is_unicodes() -> None:
-    """The run search's characters are exactly those of a non-zero combining class, all of them in
-    the planes it looks at."""
+    """The run search's characters are exactly those of a non-zero combining class and those whose
+    decomposition begins with one, all of them in the planes it looks at."""
     import unicodedata
 
+    def begins_with_non_starter(c: int) -> bool:
+        decomposed = unicodedata.normalize("NFKD", chr(c)) if not 0xD800 <= c <= 0xDFFF else ""
+        return bool(unicodedata.combining(chr(c))) or bool(decomposed and unicodedata.combining(decomposed[0]))
+
     table = {c for low, high in text_normal._non_starter_ranges() for c in range(low, high + 1)}
-    assert table == {c for c in range(0x110000) if unicodedata.combining(chr(c))}
+    assert table == {c for c in range(0x110000) if begins_with_non_starter(c)}
     assert max(table) <= text_normal._LAST_PLANE_WITH_NON_STARTERS
+
+
+@pytest.mark.parametrize("starter", ["\u0f73", "\u0f75", "\u0f81", "\uff9e", "\uff9f"])
+def test_starters_that_decompose_to_non_starters_make_a_run(starter: str) -> None:
+    """From an attacker review: 30,000 U+0F73 (each two non-starters decomposed) took NFKC 4 s."""
+    run = text_normal.COMBINING_RUN_MAX
+    assert not text_normal.long_combining_run("a" + starter * run + "a")
+    assert text_normal.long_combining_run("a" + starter * (run + 1) + "a")
+    assert text_normal.long_combining_run("a" + (starter + "\u0301") * 16 + "a")
+    assert text_normal.normalize(starter * 30_000) is None  # reported, not normalised (seconds, before)
 
 
 @pytest.mark.parametrize("mark", ["\u0301", "\u0316", "\u3099", "\U0001e944", "\u05b0"])
@@ -229,3 +243,17 @@ def test_a_long_run_of_combining_marks_is_reported_not_normalised(escaped: bool)
     assert refused.value.code is ErrorCode.MANIFEST_SECRET
     assert refused.value.details["findings"] == [{"pointer": "/notes/1", "kind": secret_scan.HIDDEN, "in_key": False}]
     assert secret_scan.value_kinds(document["notes"][1]) == [secret_scan.HIDDEN]
+
+
+@pytest.mark.parametrize("padding", [0, 5000], ids=["short", "long"])
+def test_runs_joined_by_removing_invisible_characters_are_runs(padding: int) -> None:
+    """From an attacker review: runs of twenty combining marks between zero-width spaces became one
+    run when the spaces were removed, and NFKC of 84,000 such characters took 7 s. The run is
+    counted again after the removal: past thirty in a row the string is reported, not normalised."""
+    pieces = "\u0301\u0316" * 5 + "\u200b"  # ten marks, then a zero-width space
+    base = "x" * padding + "a"
+    assert text_normal.normalize(base + pieces * 3) is not None  # thirty in a row once joined
+    assert text_normal.normalize(base + pieces * 4) is None  # forty
+    assert secret_scan.scan({"notes": [base + pieces * 4, "fine"]}) == [Finding("/notes/0", HIDDEN)]
+    long_one = "a" + ("\u0301\u0316" * 10 + "\u200b") * 4000
+    assert secret_scan.scan({"notes": long_one}) == [Finding("/notes", HIDDEN)]  # seconds, before
