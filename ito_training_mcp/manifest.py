@@ -418,10 +418,12 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
     """`parse_manifest`, with the text the bytes decoded to and the validated document's data
     references (see `TrainingManifest.review`).
 
-    The refusals come in that order. The schema is consulted first, silently: a document it refuses
-    is refused whatever the scan finds, so the scan may bound its work there (see `secret_scan.scan`);
-    a document it accepts is scanned in full. The nesting limit of strict JSON is checked before any
-    refusal is raised; a document the schema accepts nests five levels at most.
+    The refusals come in that order. The character rule and the schema are consulted first, silently
+    (the schema only when the rule finds nothing, since its problems would never be shown): a
+    document either refuses is refused whatever the scan finds, so the scan may bound its work there
+    (see `secret_scan.scan`); a document both accept is scanned in full. The nesting limit of strict
+    JSON is checked before any refusal is raised; a document the schema accepts nests five levels at
+    most.
     """
     try:
         text = strict_json.decode(content)
@@ -430,9 +432,10 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
         raise _invalid_json(exc) from None
     forbidden_possible = may_hold_forbidden(content)  # a look at the bytes: C0 and DEL are in its classes
     forbidden_known = forbidden_possible and b"\\" not in content  # see `character_problems`
-    validated = _validate(document, controls_possible=forbidden_possible)
-
     strings = secret_scan.DocumentStrings(document)
+    characters = character_problems(document, [], [], known=True) if forbidden_known else (
+        character_problems(document, *strings.get()) if forbidden_possible else [])
+    validated = None if characters else _validate(document, controls_possible=forbidden_possible)
 
     def refuse(refusal: ManifestRefusal) -> ManifestRefusal:
         depth = strings.depth()  # counted by the walk of every string, when the scan or the rule made it
@@ -440,10 +443,6 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             return _invalid_json(strict_json.too_deep())
         return refusal
 
-    # Looked at before the scan, reported after it: a document the character rule refuses is, like one
-    # the schema refuses, refused whatever the scan finds, so the scan may bound its work there too.
-    characters = character_problems(document, [], [], known=True) if forbidden_known else (
-        character_problems(document, *strings.get()) if forbidden_possible else [])
     findings = secret_scan.scan(document, source=text, strings=strings,
                                 bounded=isinstance(validated, _SchemaRefusal) or bool(characters))
     if findings:
@@ -468,6 +467,7 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             ErrorCode.MANIFEST_SCHEMA, "The manifest must be a JSON object.", check="schema",
             details={"problems": [{"pointer": "", "problem": "must be an object"}]},
         ))
+    assert validated is not None  # no character problem: validated above
     if isinstance(validated, _SchemaRefusal):
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,

@@ -72,10 +72,12 @@ escape_pointer_token = pointers.escape_token  # one JSON-pointer reference token
 
 class _Budget:
     """Bytes of anchor and rule searching a bounded scan may still spend (None: unbounded). A search is
-    started only when the rest covers a whole pass over its text, and charged what it read."""
+    started only when the rest covers a whole pass over its text, and charged what it read.
+    `free_cleanings`: how many strings may still be cleaned on their own without a charge."""
 
-    def __init__(self, limit: int | None) -> None:
+    def __init__(self, limit: int | None, free_cleanings: int = 0) -> None:
         self.left = limit
+        self.free_cleanings = free_cleanings
 
     def affords(self, amount: int) -> bool:
         return self.left is None or amount <= self.left
@@ -209,7 +211,8 @@ def _joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest
     """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out,
     and so is (in a bounded scan) a long text that holds invisible characters at all. `longest`: a
     length no text exceeds, if the caller knows one."""
-    return _joined_prepared(texts, found, _Budget(BOUNDED_FLOOR) if bounded else _UNBOUNDED, longest)[0]
+    return _joined_prepared(texts, found, _Budget(BOUNDED_FLOOR, FREE_CLEANINGS) if bounded else _UNBOUNDED,
+                            longest)[0]
 
 
 def _joined_prepared(texts: list[str], found: dict[int, set[str]], budget: _Budget,
@@ -264,8 +267,9 @@ def _joined_prepared(texts: list[str], found: dict[int, set[str]], budget: _Budg
 
 # Cleaning one string on its own is charged to a bounded scan's budget as searching its length and
 # this many bytes more (its calls cost about as much as searching several kilobytes), but for the
-# first FREE_CLEANINGS of them: a small document is never cut short for its cleaning (an attacker
-# review: forty strings of a 2 KB document went `unexamined`).
+# first FREE_CLEANINGS of them in a document no longer than BOUNDED_FLOOR: a small document is never
+# cut short for its cleaning (an attacker review: forty strings of a 2 KB document went
+# `unexamined`), and a large one's budget pays for more than that.
 CLEANING_CHARGE = 8192
 FREE_CLEANINGS = 64
 
@@ -289,14 +293,13 @@ def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], fou
                budget: _Budget, hidden: set[int]) -> str:
     """`parts` (NFKC already, but for the `held` ones) cleaned where they need it, in order, joined:
     each text that holds an invisible character (`data`: the others joined and prepared) or is held,
-    on its own; the others are as they are. In a bounded scan each past the first FREE_CLEANINGS is
-    charged (CLEANING_CHARGE; a long text's `_clean_long` bounds itself); once the budget is spent,
-    such a text is reported UNEXAMINED
+    on its own; the others are as they are. In a bounded scan each is charged (CLEANING_CHARGE), but
+    for the budget's free cleanings (a long text's `_clean_long` bounds itself); once the budget is
+    spent, such a text is reported UNEXAMINED
     instead, and once MAX_FINDINGS texts are reported, no more is looked at (none past them would be).
     The `hidden` ones (too long a run of combining marks, found already) are reported as such."""
     bounded = budget.left is not None
     held_at = set(held)
-    free = FREE_CLEANINGS
     for index in heapq.merge(_holding(engine, data), held):
         if len(found) >= MAX_FINDINGS:
             del parts[index:]  # not cleaned, and never searched
@@ -307,10 +310,10 @@ def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], fou
             cleaned = None
         elif bounded and len(text) > LONG_STRING:
             cleaned = _clean_long(text)
-        elif free or budget.affords(len(text) + CLEANING_CHARGE):
+        elif budget.free_cleanings or budget.affords(len(text) + CLEANING_CHARGE):
             cleaned = normalize(text, runs_checked=index not in held_at)
-            if free:
-                free -= 1
+            if budget.free_cleanings:
+                budget.free_cleanings -= 1
             else:
                 budget.spend(len(text) + CLEANING_CHARGE)
         else:
@@ -570,7 +573,10 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     engine = default_engine()
     strings = strings or DocumentStrings(document)
     def fresh() -> _Budget:
-        return _Budget(BOUNDED_PASSES * _text_size(source, strings) + BOUNDED_FLOOR if bounded else None)
+        if not bounded:
+            return _Budget(None)
+        size = _text_size(source, strings)
+        return _Budget(BOUNDED_PASSES * size + BOUNDED_FLOOR, FREE_CLEANINGS if size <= BOUNDED_FLOOR else 0)
 
     budget, memo = fresh(), _Memo()
     runs_checked = False

@@ -234,7 +234,9 @@ def _removed(text: str, char: str) -> str:
 @functools.lru_cache(maxsize=128)
 def _run_of(char: Any) -> Any:
     """A run of `char` (text or UTF-8 bytes)."""
-    return re.compile(re.escape(char) + (b"+" if isinstance(char, bytes) else "+"))
+    if isinstance(char, bytes):  # the bytes of one character, repeated as a whole
+        return re.compile(b"(?:" + re.escape(char) + b")+")
+    return re.compile(re.escape(char) + "+")
 
 
 def nfkc_joined(texts: list[str], joined: str) -> str:

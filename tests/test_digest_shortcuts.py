@@ -748,11 +748,7 @@ def test_a_spent_budget_reports_what_it_did_not_clean_as_unexamined(texts: list[
 
     expected_found, expected = _each_on_its_own(texts)
     found: dict[int, set[str]] = {}
-    allowance, secret_scan.FREE_CLEANINGS = secret_scan.FREE_CLEANINGS, free  # few, to reach the budget
-    try:
-        together, _ = secret_scan._joined_prepared(texts, found, secret_scan._Budget(left))
-    finally:
-        secret_scan.FREE_CLEANINGS = allowance
+    together, _ = secret_scan._joined_prepared(texts, found, secret_scan._Budget(left, free))
     cleaned = together.split("\x00")
     needing = [i for i, text in enumerate(texts)
                if (not text.isascii() and secret_scan.normalize(text) != unicodedata.normalize("NFKC", text))

@@ -186,3 +186,16 @@ def test_kinds_found_run_by_run_or_in_one_pass_clean_alike(runs: list[tuple[int,
     if not kinds:
         expected = text
     assert text_normal.without_invisible_by_search(text, nul=nul) == expected
+
+
+def test_the_look_ahead_takes_a_run_at_once() -> None:
+    """Each step of the run-by-run look passes over a whole run of one invisible character (in UTF-8
+    for RE2 as in text): sixty runs of a hundred are sixty steps, within the look's 64."""
+    from ito_training_mcp import secret_engine
+
+    text = ("\u200b" * 100 + "a" + "\U000e0041" * 100 + "b") * 30
+    for engine in (secret_engine.default_engine(), secret_engine.python_engine()):
+        data = engine.prepare(text)
+        first = engine.invisible(data, 0)
+        assert first is not None
+        assert text_normal._kinds_ahead(engine, data, first, True, 12) == ["\u200b", "\U000e0041"]
