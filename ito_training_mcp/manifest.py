@@ -32,7 +32,7 @@ from .envelope import ErrorCode
 from .errors import ManifestRefusal
 from .manifest_characters import CHARACTER_CLASSES as CHARACTER_CLASSES
 from .manifest_characters import character_class as character_class
-from .manifest_characters import character_problems, may_hold_forbidden
+from .manifest_characters import character_problems, holds_forbidden, may_hold_forbidden
 from .manifest_values import (
     DATA_MAX,
     DATE,
@@ -431,11 +431,10 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
     except strict_json.StrictJSONError as exc:
         raise _invalid_json(exc) from None
     forbidden_possible = may_hold_forbidden(content)  # a look at the bytes: C0 and DEL are in its classes
-    forbidden_known = forbidden_possible and b"\\" not in content  # see `character_problems`
     strings = secret_scan.DocumentStrings(document)
-    characters = character_problems(document, [], [], known=True) if forbidden_known else (
-        character_problems(document, *strings.get()) if forbidden_possible else [])
-    validated = None if characters else _validate(document, controls_possible=forbidden_possible)
+    refused_for_characters = forbidden_possible and (  # settled by the bytes without escapes
+        b"\\" not in content or holds_forbidden(document, *strings.get()))
+    validated = None if refused_for_characters else _validate(document, controls_possible=forbidden_possible)
 
     def refuse(refusal: ManifestRefusal) -> ManifestRefusal:
         depth = strings.depth()  # counted by the walk of every string, when the scan or the rule made it
@@ -444,7 +443,7 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
         return refusal
 
     findings = secret_scan.scan(document, source=text, strings=strings,
-                                bounded=isinstance(validated, _SchemaRefusal) or bool(characters))
+                                bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters)
     if findings:
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,
@@ -453,7 +452,8 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             check="secret_scan",
             details={"findings": [f.as_dict() for f in findings]},
         ))
-    if characters:
+    if refused_for_characters:
+        characters = character_problems(document, [], [], known=True)
         classes = sorted({str(p["problem"]) for p in characters})
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,

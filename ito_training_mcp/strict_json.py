@@ -126,11 +126,10 @@ def depth_exceeds(value: Any, limit: int = MAX_DEPTH, *, source: bytes | None = 
     """Is `value` nested deeper than `limit` levels of arrays and objects? Level by level,
     iteratively, so a hostile document cannot exhaust the stack here. Each level's children are
     gathered in C and looked at once each, but for a long list of strings (labels), which is passed
-    over at C speed. `source`, the JSON text `value` was parsed from: if it holds many objects, and
-    few strings beside them, the brackets of that text are counted instead (`_brackets_exceed`, whose
-    cost grows with the strings as the walk's grows with the objects)."""
-    if source is not None and (braces := source.count(b"{")) > _MANY_OBJECTS and 4 * braces > source.count(b'"'):
-        return _brackets_exceed(source, limit)
+    over at C speed. `source`, the JSON text `value` was parsed from: when a level has many children
+    other than such strings, and the text holds many objects and few strings beside them, its brackets are
+    counted instead (`_brackets_exceed`, whose cost grows with the strings as the walk's grows with
+    the objects; a document with few children per level is walked, without a look at its text)."""
     level = [value] if type(value) in _CONTAINERS else []
     depth = 0
     while level:
@@ -140,14 +139,20 @@ def depth_exceeds(value: Any, limit: int = MAX_DEPTH, *, source: bytes | None = 
         objects = [node for node in level if type(node) is dict]
         lists = [node for node in level if type(node) is list]
         long = [node for node in lists if len(node) > _SHORT_LIST]
-        below = [child for child in chain(chain.from_iterable(map(dict.values, objects)),
-                                          chain.from_iterable(node for node in lists if len(node) <= _SHORT_LIST))
-                 if type(child) in _CONTAINERS]
+        mixed = []
         for node in long:
             try:
                 "".join(node)  # nothing but strings: no level below
             except TypeError:
-                below += [child for child in node if type(child) in _CONTAINERS]
+                mixed.append(node)
+        if source is not None and len(level) + sum(map(len, objects)) + sum(map(len, mixed)) > _MANY_OBJECTS:
+            if (braces := source.count(b"{")) > _MANY_OBJECTS and 4 * braces > source.count(b'"'):
+                return _brackets_exceed(source, limit)
+            source = None  # decided: the walk goes on
+        below = [child for child in chain(chain.from_iterable(map(dict.values, objects)),
+                                          chain.from_iterable(node for node in lists if len(node) <= _SHORT_LIST),
+                                          chain.from_iterable(mixed))
+                 if type(child) in _CONTAINERS]
         level = below
     return False
 

@@ -771,7 +771,7 @@ def test_a_small_document_is_never_cut_short_for_its_cleaning() -> None:
     from ito_training_mcp import secret_scan
 
     kinds = [chr(c) for c in (*range(0x200B, 0x200E), *range(0x2060, 0x2065), *range(0xFE00, 0xFE09))]
-    for count in (40, secret_scan.FREE_CLEANINGS):
+    for count in (40, secret_scan.FREE_CLEANINGS, 97, 300):
         notes = [f"a{kinds[i % len(kinds)]}b" for i in range(count)] + ["ghp_" + "a1B2c3D4e5" * 4]
         document = {**json.loads(EXAMPLE_MANIFEST.read_bytes()), "notes": notes}
         bounded = secret_scan.scan(document, bounded=True)

@@ -97,3 +97,51 @@ def test_character_walk_stops_at_the_limit_in_document_order() -> None:
     keyed = {"a\u200b": "x", "b\u200b": "\u202e", "c": ["\x07"]}
     assert [(p["pointer"], p["problem"]) for p in manifest_characters._walk(keyed)] == [
         ("/*", "invisible"), ("/*", "invisible"), ("/*", "bidi_control"), ("/c/0", "c0_control")]
+
+
+def _walk_one_by_one(document: Any) -> list[dict[str, Any]]:
+    """The character rule's walk as it was: every key and string looked at, one by one."""
+    problems: list[dict[str, Any]] = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), document)]
+    while stack and len(problems) < manifest_characters.MAX_CHARACTER_PROBLEMS:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            found = manifest_characters.character_class(node, description=path == ("description",))
+            if found:
+                problems.append({"pointer": manifest_characters.safe_pointer(path), "problem": found})
+        elif isinstance(node, dict):
+            for key, child in reversed(node.items()):
+                found = manifest_characters.character_class(key)
+                if found:
+                    problems.append({"pointer": manifest_characters.safe_pointer((*path, key)), "problem": found})
+                stack.append(((*path, key), child))
+        elif isinstance(node, list):
+            stack.extend(((*path, index), child) for index, child in reversed(list(enumerate(node))))
+    return problems[:manifest_characters.MAX_CHARACTER_PROBLEMS]
+
+
+_CHARS = st.lists(st.sampled_from(["a", "\u200b", "\x07", "\u202e", "\t", "\n", "\u2028", " ", "", "\u0600"]),
+                  max_size=3).map("".join)
+_CHAR_TREES = st.recursive(st.one_of(_CHARS, st.integers()),
+                           lambda inner: st.one_of(st.lists(inner, max_size=30), st.lists(_CHARS, max_size=40),
+                                                   st.dictionaries(_CHARS, inner, max_size=8)), max_leaves=120)
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from(["description", "a", "b\u200b"]), _CHAR_TREES, max_size=4) | _CHAR_TREES)
+def test_the_character_walk_finds_what_looking_at_each_string_finds(document: Any) -> None:
+    """The walk passes over a container's clean keys and strings at once and finds a list's bad
+    strings by searching them joined: the same problems, in the same order, as one look at each."""
+    assert manifest_characters._walk(document) == _walk_one_by_one(document)
+
+
+def test_empty_containers_count_for_depth_but_take_no_span() -> None:
+    """From an attacker review: 350,000 empty objects beside a credential cost the scan a step and a
+    span each (1.2 s a mebibyte). An empty container holds no string and no key, so no finding and
+    no pointer needs it; its level still counts for the nesting check."""
+    from ito_training_mcp.document_strings import collect
+
+    collected = collect({"a": [[[]]], "b": [{}] * 1000, "c": {"d": {}}})
+    assert collected.depth == 4
+    assert [span[2] for span in collected.spans] == ["", "c", "b", "a", 0]
+    assert collect([[[[{}]]]]).depth == 5
