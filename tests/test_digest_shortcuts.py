@@ -685,10 +685,10 @@ def test_texts_normalised_together_are_each_text_normalised(texts: list[str], bo
     """The scanner normalises many non-ASCII strings in one NFKC pass over them joined by NUL (a
     starter that composes with nothing) when that holds no invisible character; otherwise each on its
     own. Either way the result is each text's own `normalize`, joined, with the same findings."""
-    from ito_training_mcp import secret_scan
+    from ito_training_mcp import scan_strings, secret_scan
 
     found: dict[int, set[str]] = {}
-    together = secret_scan._joined(texts, found, bounded)
+    together = scan_strings.joined(texts, found, bounded)
     each = [secret_scan.normalize(text) for text in texts]
     expected = {i: {secret_scan.HIDDEN} for i, text in enumerate(each) if text is None}
     assert found == expected
