@@ -67,30 +67,30 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
     others from the start: texts holding NUL, those with too long a run of combining marks, and (in a
     bounded scan) the long ones.
     """
-    joined = "\x00".join(texts)
-    nul_free = "\x00" not in joined if len(texts) == 1 else joined.count("\x00") == len(texts) - 1
-    if joined.isascii() and nul_free:
-        return joined, None  # the common case, settled in two passes over the bytes
+    all_text = "\x00".join(texts)
+    nul_free = "\x00" not in all_text if len(texts) == 1 else all_text.count("\x00") == len(texts) - 1
+    if all_text.isascii() and nul_free:
+        return all_text, None  # the common case, settled in two passes over the bytes
     bounded = budget.left is not None
     held = [] if nul_free else [i for i, text in enumerate(texts) if "\x00" in text]
-    if bounded and len(joined) > LONG_STRING and (max(map(len, texts)) if longest is None else longest) > LONG_STRING:
+    if bounded and len(all_text) > LONG_STRING and (max(map(len, texts)) if longest is None else longest) > LONG_STRING:
         held = sorted({*held, *(i for i, text in enumerate(texts) if len(text) > LONG_STRING)})
     together = texts
     if held:
         together = list(texts)
         for index in held:
             together[index] = ""
-        joined = "\x00".join(together)
+        all_text = "\x00".join(together)
     runs: list[int] = []
-    if not runs_checked and long_combining_run(joined):
+    if not runs_checked and long_combining_run(all_text):
         # Each such text is reported, and none past MAX_FINDINGS of them would be: the rest is left out.
-        runs = long_run_texts(joined, MAX_FINDINGS)
+        runs = long_run_texts(all_text, MAX_FINDINGS)
         if len(runs) == MAX_FINDINGS:
             together, held = together[:runs[-1] + 1], [i for i in held if i <= runs[-1]]
         held = sorted({*held, *runs})
         together = [("" if i in runs else text) for i, text in enumerate(together)]
-        joined = "\x00".join(together)
-    normalized = nfkc_joined(together, joined)
+        all_text = "\x00".join(together)
+    normalized = nfkc_joined(together, all_text)
     engine = default_engine()
     data = engine.prepare(normalized)
     if not held:
