@@ -192,7 +192,7 @@ def _key_kinds(engine: Engine, data: Any, memo: _Memo | None = None,
 
 def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
             budget: _Budget, longest: int | None = None, runs_checked: bool = False) -> dict[int, set[str]]:
-    """The kinds found in each of `texts`, for the strings that have any (`longest`: see `_joined`).
+    """The kinds found in each of `texts`, for the strings that have any (`longest`: see `scan_strings.joined`).
 
     Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
     """
