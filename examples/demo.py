@@ -197,10 +197,13 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
             checks.expect("pending", pending["ok"] and pending["data"]["status"] == "pending")
 
             decided: list[str] = []
+            deciding: list[bool] = []  # set before the person's step starts: a second progress
+            # notification can arrive while the first is still deciding, and must not decide again
 
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 print(f"    progress {value:g}/{total:g}  {message}")
-                if not decided:  # the agent is waiting; now the person decides
+                if not deciding:  # the agent is waiting; now the person decides
+                    deciding.append(True)
                     decided.append(await anyio.to_thread.run_sync(
                         desk.confirm, request["request_id"], request["review_url"],
                         {"the model (atlas-8b)": "atlas-8b",
