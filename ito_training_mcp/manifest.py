@@ -453,7 +453,7 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             details={"findings": [f.as_dict() for f in findings]},
         ))
     if refused_for_characters:
-        characters = character_problems(document, [], [], known=True)
+        characters = character_problems(document)
         classes = sorted({str(p["problem"]) for p in characters})
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,

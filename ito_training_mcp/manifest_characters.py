@@ -133,19 +133,17 @@ def character_class(text: str, *, description: bool = False) -> str | None:
     return next(name for name, pattern in _CLASS_OF if pattern.fullmatch(match.group()))
 
 
-def character_problems(document: Any, keys: list[str], values: list[str], *,
-                       known: bool = False) -> list[dict[str, Any]]:
+def character_problems(document: Any) -> list[dict[str, Any]]:
     """Every key and string value holding a forbidden character, wherever it is (even under an
-    unknown key), reported by pointer and class, bounded. `keys` and `values` are every key and
-    every string value of `document` (as `secret_scan.DocumentStrings` collects them). `known`: the
-    caller knows that one holds a forbidden character (`holds_forbidden`), so the look at them all
-    together (and `keys` and `values`) is skipped."""
-    return _walk(document) if known or holds_forbidden(document, keys, values) else []
+    unknown key), reported by pointer and class, bounded. Whether there is any is `holds_forbidden`'s
+    cheaper question."""
+    return _walk(document)
 
 
 def holds_forbidden(document: Any, keys: list[str], values: list[str]) -> bool:
     """Does a key or string value of `document` hold a forbidden character? One look at them all
-    together (`keys` and `values` as for `character_problems`). The caller may know without it: when
+    together: `keys` and `values` are every key and every string value of `document` (as
+    `secret_scan.DocumentStrings` collects them). The caller may know without it: when
     `may_hold_forbidden` finds one in a text without escapes (outside strings JSON allows only
     layout, raw C0 is never inside one, and the tab and newline the description may hold are
     always escaped)."""

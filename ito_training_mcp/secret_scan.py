@@ -34,7 +34,6 @@ from . import pointers
 from .document_strings import DocumentStrings as DocumentStrings
 from .document_strings import Span as _Span
 from .scan_strings import BOUNDED_FLOOR as BOUNDED_FLOOR
-from .scan_strings import CLEANING_CHARGE as CLEANING_CHARGE
 from .scan_strings import FREE_CLEANINGS as FREE_CLEANINGS
 from .scan_strings import HIDDEN as HIDDEN
 from .scan_strings import LONG_STRING as LONG_STRING

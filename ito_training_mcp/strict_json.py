@@ -77,10 +77,7 @@ def _parse(text: str, decimal_fractions: bool) -> Any:
         made += 1
         if made > _MANY_OBJECTS:
             raise _ManyObjects
-        result = dict(items)
-        if len(result) != len(items):
-            raise _Duplicate
-        return result
+        return _pairs(items)
 
     counted = json.JSONDecoder(object_pairs_hook=pairs, parse_float=Decimal if decimal_fractions else _finite_float,
                                parse_constant=_constant)
