@@ -328,10 +328,31 @@ def hostile_inputs() -> dict[str, bytes]:
     docs["labels with Egyptian format controls, 16 kinds"] = suites(
         *[f"a{chr(0x13430 + i % 16)}b{chr(0x13430 + (i + 1) % 16)}{i}" for i in range(64)])
     out = {name: json.dumps(doc, ensure_ascii=False).encode() for name, doc in docs.items()}
+    # Seventh round: manifests the schema and the character rule accept, their labels in other scripts
+    # (~1 MiB each). The scanner normalises (NFKC) what is not normal already: the full-width forms and
+    # the accents written as combining marks; the rest costs passes of searches over UTF-8.
+    for name, unit in (("labels in Vietnamese, precomposed (valid)", "Tiếng Việt "),
+                       ("labels in Vietnamese, combining accents (valid)", "Tie\u0302\u0301ng Vie\u0323\u0302t "),
+                       ("labels in Korean (valid)", "한국어 평가 "), ("labels in Hindi (valid)", "नमस्ते दुनिया "),
+                       ("labels in full-width forms (valid)", "ＧＰＴ－４ ｅｖａｌ ")):
+        out[name] = _filled_labels(lambda n, unit=unit: suites(*[(unit * (160 // len(unit))).strip() + str(i)
+                                                                for i in range(n)]))
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
     out["every character \\u-escaped"] = escaped.replace(unit, "".join(f"\\u{ord(c):04x}" for c in unit)).encode()
     return {name: content for name, content in out.items() if len(content) <= MIB}
+
+
+def _filled_labels(make: Callable[[int], dict[str, Any]]) -> bytes:
+    """The largest `make(n)` (n labels in each of 256 references) that fits in a mebibyte."""
+    low, high = 1, 2
+    while len(json.dumps(make(high), ensure_ascii=False).encode()) <= MIB:
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        fits = len(json.dumps(make(middle), ensure_ascii=False).encode()) <= MIB
+        low, high = (middle, high) if fits else (low, middle)
+    return json.dumps(make(low), ensure_ascii=False).encode()
 
 
 async def bench_digest_hostile(reps: int, workdir: Path) -> Result:

@@ -442,8 +442,11 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             return _invalid_json(strict_json.too_deep())
         return refusal
 
+    # The scanner's invisible characters are all forbidden (a test keeps it so): bytes that can hold no
+    # forbidden character spare the scanner its own search for them.
     findings = secret_scan.scan(document, source=text, strings=strings,
-                                bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters)
+                                bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters,
+                                source_invisible_free=not forbidden_possible)
     if findings:
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,

@@ -282,20 +282,21 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
 
 
 def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, runs_checked: bool = False,
-                       data: Any = None) -> bool:
+                       data: Any = None, invisible_checked: bool = False) -> bool:
     """True when the JSON text (no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
     every `"` delimits a string). False means "let the walk decide", not "found". Text that is not
     ASCII is searched as it stands only when it is NFKC already and holds no invisible character:
     then so is each of its strings (`"` is a starter that composes with nothing), and each is
-    its own `normalize`.
+    its own `normalize`. `invisible_checked`: the caller knows the text holds no invisible character.
     """
     ascii_only = text.isascii()
     if not ascii_only and not runs_checked and long_combining_run(text):
         return False
     data = engine.prepare(text) if data is None else data
-    if not ascii_only and (engine.invisible(data, 0) is not None or not unicodedata.is_normalized("NFKC", text)):
+    if not ascii_only and ((not invisible_checked and engine.invisible(data, 0) is not None)
+                           or not unicodedata.is_normalized("NFKC", text)):
         return False
     next_anchor = engine.next_ascii_anchor if ascii_only else engine.next_anchor
     quote = _separator(data, '"')
@@ -392,13 +393,16 @@ def _text_size(source: bytes | str | None, strings: DocumentStrings) -> int:
 
 
 def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentStrings | None = None,
-         bounded: bool = False) -> list[Finding]:
+         bounded: bool = False, source_invisible_free: bool = False) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it holds no escapes
     (and is NFKC with no invisible character, if not ASCII), a document with nothing to report is
     settled on that text alone. `strings`, if given,
     collects the document's keys and strings once for this scan and the caller.
+    `source_invisible_free`: the caller has found that `source`, as it stands, holds no invisible
+    character (the manifest's character rule refuses all of them, and looks at the bytes first): the
+    look at the text is then spared that search, a pass over it.
 
     `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
     so never a valid manifest): the anchor and rule searches may then spend at most BOUNDED_PASSES
@@ -427,7 +431,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
         # too long to normalise serves the raw text and every string.
         data = engine.prepare(text) if "\\" not in text else None
         runs_checked = data is not None and not long_combining_run(text, data if isinstance(data, bytes) else None)
-        if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data):
+        if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data,
+                                               invisible_checked=source_invisible_free):
             return []
         if not text.isascii():  # the walk decides as if this look had not been made: with all its budget
             budget, memo = fresh(), _Memo()

@@ -825,3 +825,46 @@ def test_many_value_problems_report_what_validating_everything_would(document: D
     errors counted rather than merged among thousands of pydantic's, refused labels past the first
     twenty left out before a first look) give the count and the twenty problems of the whole."""
     assert_same_verdict(document)
+
+
+# ---------------------------------------------------------------------------- the character rule's look spares the scanner's
+
+
+def _labels_manifest(*labels: str) -> bytes:
+    ref = EXAMPLE["data"][0]
+    doc = {**EXAMPLE, "data": [{**ref, "decontamination": {**ref["decontamination"], "eval_suites": list(labels)}}]}
+    return json.dumps(doc, ensure_ascii=False).encode()
+
+
+def test_bytes_with_no_forbidden_character_spare_the_scanner_its_search_for_invisible_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A manifest in another script that the character rule's look at the bytes clears is not searched
+    again for invisible characters by the scanner; one it does not clear is; and a credential among
+    such labels is still found."""
+    from ito_training_mcp.secret_engine import default_engine
+
+    engine = default_engine()
+    searched: list[int] = []
+    real = engine.invisible
+
+    def counting(data: Any, pos: int, *, nul: bool = True) -> Any:
+        searched.append(len(data))
+        return real(data, pos, nul=nul)
+
+    monkeypatch.setattr(engine, "invisible", counting)
+    clean = _labels_manifest("Tiếng Việt mmlu", "한국어 평가", "密码学 评测", "पाठ परीक्षा")
+    assert not manifest_characters.may_hold_forbidden(clean)
+    manifest.parse_with_text(clean)
+    assert searched == []
+    with pytest.raises(ManifestRefusal) as refused:  # a word joiner: the rule's look cannot clear it
+        manifest.parse_with_text(_labels_manifest("Tiếng\u2060Việt"))
+    assert searched and refused.value.code is ErrorCode.MANIFEST_SCHEMA
+    with pytest.raises(ManifestRefusal) as found:
+        manifest.parse_with_text(_labels_manifest("Tiếng Việt", f"đánh giá {CANARY_GITHUB}", "한국어"))
+    assert found.value.code is ErrorCode.MANIFEST_SECRET
+    assert found.value.details["findings"] == [{"pointer": "/data/0/decontamination/eval_suites/1",
+                                                "kind": "github_token", "in_key": False}]
+    hidden = CANARY_GITHUB[:2] + "\u200d" + CANARY_GITHUB[2:]  # a joiner inside the prefix: only a look finds it
+    with pytest.raises(ManifestRefusal) as joined:
+        manifest.parse_with_text(_labels_manifest("Tiếng Việt", f"đánh giá {hidden}"))
+    assert joined.value.code is ErrorCode.MANIFEST_SECRET

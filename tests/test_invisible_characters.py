@@ -130,3 +130,20 @@ async def test_a_blank_character_is_refused_anywhere(write_file: WriteFile, exam
     pointer = "/" + "/".join(map(str, where))
     assert any(p.get("pointer") == pointer and "invisible" in json.dumps(p) for p in
                env["error"]["details"].get("problems", env["error"]["details"].get("findings", []))), env
+
+
+def test_a_long_text_in_other_scripts_is_searched_in_utf8_with_the_same_answers() -> None:
+    """Past a few kilobytes, text that is not Latin-1 is searched by RE2 in UTF-8 after a look at its
+    bytes: every invisible character is found there, at either end, and none is invented (a lone
+    surrogate, a character that shares a first byte with one of them)."""
+    from ito_training_mcp import invisible
+
+    long_text = "Tiếng Việt đánh giá 한국어 평가 " * 300
+    assert len(long_text) > invisible._LONG_TEXT and not invisible.has_invisible(long_text)
+    assert invisible._utf8_search() is not None
+    for code in sorted(invisible.INVISIBLE_POINTS):
+        assert invisible.has_invisible(long_text + chr(code)), hex(code)
+        assert invisible.has_invisible(chr(code) + long_text), hex(code)
+    neighbours = [0x17B3, 0x17B6, 0x180A, 0x1810, 0x200A, 0x2070, 0x3163, 0x3165, 0xFDFF, 0xFE10, 0xE1000, 0xD800]
+    for code in neighbours:
+        assert not invisible.has_invisible(long_text + chr(code)), hex(code)
