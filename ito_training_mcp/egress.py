@@ -188,13 +188,22 @@ class _Walk:
         self.changed = False
         self.redactor = Redactor()
         self._checked: dict[tuple[int, bool], tuple[str, bool]] = {}  # the same text is checked once
+        self._shown: dict[tuple[int, bool], tuple[str, bool]] = {}  # and looked at once
 
     def _text_clean(self, text: str, multiline: bool, printable: bool = False) -> bool:
         key = (id(text), multiline)
         if key not in self._checked:  # the text is kept with its verdict, so its id stays its own
-            clean = (printable or _printable(text, multiline)) and not self.redactor.holds_known(text)
+            clean = (printable or self._printable(text, multiline)) and not self.redactor.holds_known(text)
             self._checked[key] = (text, clean)
         return self._checked[key][1]
+
+    def _printable(self, text: str, multiline: bool) -> bool:
+        """`_printable`, once per text: a digest's review and its text share their sources (the
+        manifest's text, a mebibyte)."""
+        key = (id(text), multiline)
+        if key not in self._shown:
+            self._shown[key] = (text, _printable(text, multiline))
+        return self._shown[key][1]
 
     def is_clean(self, parts: list[tuple[tuple[str, ...], Any]]) -> bool:
         """The quick path for the usual envelope: all of its text at once. Every string is printable,
@@ -267,7 +276,7 @@ class _Walk:
         for strings in text.strings:
             if self.redactor.holds_known(strings):
                 return True
-            if (not text.ascii_printable and not _printable(strings, True)
+            if (not text.ascii_printable and not self._printable(strings, True)
                     and self.redactor.holds_known(_strip_unprintable(strings, "\n\t"))):
                 return True
         return False

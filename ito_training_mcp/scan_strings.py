@@ -49,7 +49,8 @@ def separator(data: Any, char: str) -> Any:
 
 def joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest: int | None = None) -> str:
     """The texts normalised and joined with NUL; a text too hidden to clean is reported and left out,
-    and so is (in a bounded scan) a long text that holds invisible characters at all. `longest`: a
+    and so is (in a bounded scan) a long text that holds invisible characters at all. A text that
+    can hold no finding may be left out too, empty (`text_normal.nfkc_joined`). `longest`: a
     length no text exceeds, if the caller knows one."""
     return joined_prepared(texts, found, Budget(BOUNDED_FLOOR, FREE_CLEANINGS) if bounded else UNBOUNDED,
                             longest)[0]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import cache, cached_property
 from typing import Any, Protocol
 
-from . import secret_rules
+from . import decomposed_anchors, secret_rules
 from .invisible import utf8_starts
 from .secret_rules import RULES, Rule
 
@@ -41,6 +41,10 @@ class Engine(Protocol):
 
     def next_anchor(self, data: Any, pos: int) -> int:
         """Where the next anchor of any rule or key name starts at or after `pos` (-1: none)."""
+
+    def next_decomposed_anchor(self, data: Any, pos: int) -> int:
+        """For `data` in NFKD: where the next place starts, at or after `pos`, whose NFKC could hold an
+        anchor of any rule or key name (-1: none). See decomposed_anchors.py."""
 
     def next_ascii_anchor(self, data: Any, pos: int) -> int:
         """The same for ASCII `data`: a position inside the first anchor that ends at or after `pos`.
@@ -258,6 +262,18 @@ class Re2Engine:
     def next_ascii_anchor(self, data: bytes, pos: int) -> int:
         return self.next_anchor(data, pos) if self._literals is None else self._literals.first(data, pos)
 
+    @cached_property
+    def _decomposed_anchor(self) -> Any:
+        """Compiled at first use (~10 ms): only text written with combining marks asks for it."""
+        options = self._re2.Options()
+        options.max_mem = 32 << 20
+        options.never_capture = True
+        return self._re2.compile(decomposed_anchors.pattern(re2=True), options)
+
+    def next_decomposed_anchor(self, data: bytes, pos: int) -> int:
+        match = self._decomposed_anchor.search(data, pos)
+        return -1 if match is None else int(match.start())
+
     def rule_match(self, index: int, data: bytes, pos: int = 0) -> tuple[int, int] | None:
         return _first_bounded(self._rules[index], self._bounded[index], self._forbidden_before[index], data, pos)
 
@@ -335,6 +351,14 @@ class PythonEngine:
 
     def next_ascii_anchor(self, data: str, pos: int) -> int:
         return self.next_anchor(data, pos)
+
+    @cached_property
+    def _decomposed_anchor(self) -> Any:
+        return re.compile(decomposed_anchors.pattern(re2=False))
+
+    def next_decomposed_anchor(self, data: str, pos: int) -> int:
+        match = self._decomposed_anchor.search(data, pos)
+        return -1 if match is None else match.start()
 
     def rule_match(self, index: int, data: str, pos: int = 0) -> tuple[int, int] | None:
         return _first_bounded(self._rules[index], self._bounded[index], self._forbidden_before[index], data, pos)

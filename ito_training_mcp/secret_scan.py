@@ -287,18 +287,25 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
     every `"` delimits a string). False means "let the walk decide", not "found". Text that is not
-    ASCII is searched as it stands only when it is NFKC already and holds no invisible character:
+    ASCII is searched as it stands only when it holds no invisible character and is NFKC already:
     then so is each of its strings (`"` is a starter that composes with nothing), and each is
-    its own `normalize`. `invisible_checked`: the caller knows the text holds no invisible character.
+    its own `normalize`. Text in NFKD is searched for decomposed anchors (decomposed_anchors.py),
+    and each string where one is found is normalised before it is checked. `invisible_checked`: the
+    caller knows the text holds no invisible character.
     """
     ascii_only = text.isascii()
     if not ascii_only and not runs_checked and long_combining_run(text):
         return False
     data = engine.prepare(text) if data is None else data
-    if not ascii_only and ((not invisible_checked and engine.invisible(data, 0) is not None)
-                           or not unicodedata.is_normalized("NFKC", text)):
-        return False
-    next_anchor = engine.next_ascii_anchor if ascii_only else engine.next_anchor
+    decomposed = False  # text in NFKD: searched for the places its NFKC could hold an anchor
+    if not ascii_only:
+        if not invisible_checked and engine.invisible(data, 0) is not None:
+            return False
+        decomposed = unicodedata.is_normalized("NFKD", text)  # cheap; NFKC's look at such text is not
+        if not decomposed and not unicodedata.is_normalized("NFKC", text):
+            return False
+    next_anchor = (engine.next_ascii_anchor if ascii_only else
+                   engine.next_decomposed_anchor if decomposed else engine.next_anchor)
     quote = _separator(data, '"')
     colon = _separator(data, ":")
     pos = 0
@@ -310,6 +317,13 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         end = data.find(quote, at)
         end = len(data) if end < 0 else end
         segment = data[start:end]
+        if decomposed:  # the string as a reader sees it (its runs of marks are checked)
+            raw = segment.decode("utf-8", "surrogatepass") if isinstance(segment, bytes) else segment
+            shown = normalize(raw, runs_checked=True)
+            if shown is None:
+                return False
+            if shown != raw:
+                segment = engine.prepare(shown)
         if _kinds(engine, segment, memo, budget):
             return False
         after = data[end + 1:end + 65]

@@ -240,16 +240,52 @@ def _run_of(char: Any) -> Any:
 
 
 def nfkc_joined(texts: list[str], joined: str) -> str:
-    """NFKC of `joined` (the texts joined by NUL, which holds none of them). Python normalises the
-    whole of a text that is not already normal, so one character to change in a mebibyte of text
-    would cost a pass of the full normalisation over all of it: only the texts that are not ASCII
-    are normalised, together, once."""
+    """NFKC of `joined` (the texts joined by NUL, which holds none of them), as far as a search can
+    tell: only the texts that are not ASCII are normalised, together, once (Python normalises the
+    whole of a text that is not normal already, so one character to change in a mebibyte would cost
+    a pass over all of it). When they are all in NFKD (text written with combining marks, whose NFKC
+    costs ten times reading it), only those that could hold an anchor once normalised are: the
+    others can hold no finding and are left out (empty)."""
     odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
     together = "\x00".join([texts[i] for i in odd])
+    left_out = False
+    if odd and unicodedata.is_normalized("NFKD", together):  # a fraction of NFKC's cost, whatever the text
+        kept, together = _could_hold_an_anchor(odd, together)
+        left_out, odd = len(kept) < len(odd), kept
     normal = unicodedata.normalize("NFKC", together)
-    if normal == together:
+    if not left_out and normal == together:
         return joined
-    normalized = list(texts)
-    for index, part in zip(odd, normal.split("\x00"), strict=True):
-        normalized[index] = part
+    normalized = [text if text.isascii() else "" for text in texts] if left_out else list(texts)
+    if odd:
+        for index, part in zip(odd, normal.split("\x00"), strict=True):
+            normalized[index] = part
     return "\x00".join(normalized)
+
+
+_MAX_KEPT = 64  # texts kept one search at a time; past them, all are (each search costs a few microseconds)
+
+
+def _could_hold_an_anchor(odd: list[int], together: str) -> tuple[list[int], str]:
+    """Of the texts `odd` (their indices), joined by NUL in `together` (NFKD), those where the engine's
+    search of decomposed anchors finds a place (decomposed_anchors.py), and those joined; all of them
+    when more than _MAX_KEPT are (thousands of strings full of invisible characters would otherwise
+    cost a search each: the cleaning after takes them all at once)."""
+    engine = default_engine()
+    data = engine.prepare(together)
+    sep = b"\x00" if isinstance(data, bytes) else "\x00"
+    kept: list[int] = []
+    pos = counted = at_index = 0
+    while (at := engine.next_decomposed_anchor(data, pos)) >= 0:
+        if len(kept) == _MAX_KEPT:
+            return odd, together
+        at_index += data.count(sep, counted, at)
+        kept.append(at_index)
+        end = data.find(sep, at)
+        if end < 0:
+            break
+        pos = counted = end + 1
+        at_index += 1
+    if len(kept) == len(odd):
+        return odd, together
+    parts = together.split("\x00")
+    return [odd[i] for i in kept], "\x00".join(parts[i] for i in kept)

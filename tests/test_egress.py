@@ -211,3 +211,32 @@ def test_property_the_scanner_finds_in_joined_lines_what_it_finds_in_one(
     alone = set(value_kinds(secret))
     assert alone
     assert alone <= set(value_kinds("\n".join([*before, secret, *after])))
+
+
+def test_a_digest_of_a_manifest_in_another_script_is_looked_at_once_per_text(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review and its text share their source (the manifest's text, here not ASCII): the egress
+    looks at each text once (it used to look at that source twice), and finds nothing to change."""
+    from ito_training_mcp.digest import digest_bytes
+    from ito_training_mcp.safe_read import read_regular_file
+
+    from .conftest import EXAMPLE_MANIFEST
+
+    document = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    ref = document["data"][0]
+    labels = [f"Tiếng Việt đánh giá {i}" for i in range(60)]
+    document["data"] = [{**ref, "decontamination": {**ref["decontamination"], "eval_suites": labels}}] * 8
+    path = tmp_path / "manifest.json"
+    path.write_bytes(json.dumps(document, ensure_ascii=False).encode())
+    digested = digest_bytes(read_regular_file(str(path), max_bytes=1 << 21, roots=None))
+    looked: list[int] = []
+    real = egress._printable
+
+    def counting(text: str, multiline: bool) -> bool:
+        looked.append(id(text))
+        return real(text, multiline)
+
+    monkeypatch.setattr(egress, "_printable", counting)
+    envelope = success(digested.summary(), notice="digested", live_api_contacted=False)
+    assert egress.clean_envelope(envelope) is envelope  # nothing to change
+    assert looked and len(looked) == len(set(looked))

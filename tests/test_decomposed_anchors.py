@@ -1,0 +1,169 @@
+"""Text in NFKD is normalised only where it could hold an anchor: the search of decomposed anchors
+(decomposed_anchors.py) never misses a place that NFKC turns into one, and the scanner gives the
+same answers with it as without it."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ito_training_mcp import decomposed_anchors, secret_rules, secret_scan, text_normal
+from ito_training_mcp.secret_engine import PythonEngine, default_engine
+
+from .conftest import CANARY_GITHUB, CANARY_TOKEN
+
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+ENGINES = [default_engine(), PythonEngine()]
+ANCHORS = sorted({(a, r.fold) for r in secret_rules.RULES for a in r.anchors}
+                 | {(stem, True) for stem in secret_rules.KEY_NAME_STEMS})
+# Marks that compose with Latin letters, kana voicing marks, jamo, and marks that compose with nothing.
+MARKS = ["\u0301", "\u0308", "\u0323", "\u0302", "\u0306", "\u0338", "\u3099", "\u309a", "\u0f72", "\u05b0"]
+FILLER = [*"aeiousxkAEIOUSXK _-.:/@?;&0123\u00e9\u00fc\u1100\u1161\u11a8\u30cf\u30c8\u0430\u043f\u5bc6\u7801"
+              "\u00c0\uff47\uff48\uff50\u2126\u212a\u017f\u0130\u1e9e", "\u200b", "\u2060", "\ufeff", "\u00ad"]
+
+
+def shown_holds_anchor(text: str) -> bool:
+    """What the scanner would look for: the text as a reader sees it holds an anchor (or cannot be
+    shown at all)."""
+    engine = default_engine()
+    shown = text_normal.normalize(text)
+    return shown is None or engine.next_anchor(engine.prepare(shown), 0) >= 0 or \
+        engine.invisible(engine.prepare(shown), 0, nul=False) is not None
+
+
+def found(engine: Any, text: str) -> bool:
+    return bool(engine.next_decomposed_anchor(engine.prepare(text), 0) >= 0)
+
+
+@st.composite
+def anchor_spelt(draw: st.DrawFn) -> str:
+    """An anchor spelt some way NFKC maps back onto it: its case changed where it is searched without
+    case, a letter written as a compatibility form, marks after it, text around it."""
+    anchor, fold = draw(st.sampled_from(ANCHORS))
+    letters = []
+    for char in anchor:
+        options = [char]
+        if fold:
+            options += [char.upper(), char.lower()]
+        if "!" <= char <= "~":
+            options.append(chr(ord(char) + 0xFEE0))  # its full-width form
+        letters.append(draw(st.sampled_from(options)))
+        if draw(st.integers(0, 5)) == 0:
+            letters.append(draw(st.sampled_from(MARKS)))
+    around = st.lists(st.sampled_from(FILLER + MARKS), max_size=6).map("".join)
+    return draw(around) + "".join(letters) + draw(around)
+
+
+texts = st.one_of(anchor_spelt(), st.lists(st.sampled_from(FILLER + MARKS), max_size=24).map("".join))
+
+
+@SETTINGS
+@given(texts)
+def test_no_place_that_normalises_into_an_anchor_is_missed(text: str) -> None:
+    decomposed = unicodedata.normalize("NFKD", text)
+    if shown_holds_anchor(decomposed):
+        for engine in ENGINES:
+            assert found(engine, decomposed), (engine.name, decomposed)
+    assert found(ENGINES[0], decomposed) == found(ENGINES[1], decomposed)
+
+
+def test_every_anchor_is_found_in_each_of_its_decomposed_spellings() -> None:
+    for anchor, fold in ANCHORS:
+        spellings = {anchor, *(f"{anchor.upper()}", f"{anchor.lower()}" if fold else anchor)}
+        spellings |= {"".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in s) for s in spellings}
+        for spelling in spellings:
+            decomposed = unicodedata.normalize("NFKD", spelling)
+            if shown_holds_anchor(decomposed):
+                assert found(ENGINES[0], "x" + decomposed + "x"), (anchor, decomposed)
+    for spelt in ("schlu\u0308ssel", "SCHLU\u0308SSEL", "\u30cf\u309a\u30b9\u30ef\u30fc\u30c8\u3099",
+                  "\u1110\u1169\u110f\u1173\u11ab", "pass\u200bword", "gh\u200bp_x"):
+        assert found(ENGINES[0], spelt) and shown_holds_anchor(spelt), spelt
+
+
+def test_marks_that_make_other_letters_keep_the_text_out() -> None:
+    """A mark after a letter of an anchor that has none composes into another letter (or stays): the
+    text is left out, and NFKC agrees that it holds no anchor."""
+    for text in ("pas\u0301sword", "to\u0308ken", "Tie\u0302\u0301ng Vie\u0323\u0302t", "ghp\u0338_"):
+        assert not found(ENGINES[0], text) and not shown_holds_anchor(text), text
+
+
+@SETTINGS
+@given(st.lists(texts, min_size=1, max_size=12))
+def test_texts_left_out_could_hold_nothing_and_the_others_are_each_normalised(parts: list[str]) -> None:
+    decomposed = [unicodedata.normalize("NFKD", part).replace("\x00", "") for part in parts]
+    joined = "\x00".join(decomposed)
+    result = text_normal.nfkc_joined(decomposed, joined).split("\x00")
+    assert len(result) == len(decomposed)
+    for text, out in zip(decomposed, result, strict=True):
+        normal = unicodedata.normalize("NFKC", text)
+        assert out in (normal, "") and (out == normal or not shown_holds_anchor(text)), (text, out)
+
+
+def _scan_both_ways(document: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[Any]]:
+    source = json.dumps(document, ensure_ascii=False)
+    with_search = secret_scan.scan(document, source=source)
+    real = unicodedata.is_normalized
+
+    def never_nfkd(form: str, text: str) -> bool:  # the long way: every text normalised
+        return False if form == "NFKD" else real(form, text)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(unicodedata, "is_normalized", never_nfkd)
+        without = secret_scan.scan(document, source=source)
+    return with_search, without
+
+
+@SETTINGS
+@given(st.lists(st.tuples(texts, st.sampled_from(["", CANARY_GITHUB, CANARY_TOKEN, "password"])), max_size=8),
+       st.booleans())
+def test_the_scanner_finds_the_same_in_decomposed_documents_with_the_search_as_without(
+        entries: list[tuple[str, str]], as_keys: bool) -> None:
+    strings = [unicodedata.normalize("NFKD", text + extra) for text, extra in entries]
+    document: Any = {s: 1 for s in strings} if as_keys else {"labels": strings, "name": "Tie\u0302\u0301ng"}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        with_search, without = _scan_both_ways(document, monkeypatch)
+    assert with_search == without
+
+
+def test_a_credential_in_a_decomposed_manifest_is_found_and_the_rest_is_not_normalised(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    labels = [unicodedata.normalize("NFKD", f"Tiếng Việt đánh giá {i}") for i in range(300)]
+    labels[123] += " " + CANARY_GITHUB
+    document = {"labels": labels}
+    normalised: list[int] = []
+    real = unicodedata.normalize
+
+    def counting(form: str, text: str) -> str:
+        if form == "NFKC":
+            normalised.append(len(text))
+        return real(form, text)
+
+    monkeypatch.setattr(unicodedata, "normalize", counting)
+    findings = secret_scan.scan(document, source=json.dumps(document, ensure_ascii=False))
+    assert [(f.pointer, f.kind) for f in findings] == [("/labels/123", "github_token")]
+    assert sum(normalised) < 2 * len(labels[123]) + 64  # that label alone, not the 300
+    assert decomposed_anchors.pattern(re2=True).count("|") == decomposed_anchors.pattern(re2=False).count("|")
+
+
+def test_thousands_of_texts_that_all_need_cleaning_cost_a_bounded_number_of_searches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strings full of invisible characters are all found by the search: past _MAX_KEPT of them it
+    stops and every text is normalised at once, as before (not one search per string)."""
+    engine = default_engine()
+    calls: list[int] = []
+    real = engine.next_decomposed_anchor
+
+    def counting(data: Any, pos: int) -> int:
+        calls.append(pos)
+        return real(data, pos)
+
+    monkeypatch.setattr(engine, "next_decomposed_anchor", counting)
+    texts = ["\u200b" * 8 + f"x{i}" for i in range(5000)]
+    result = text_normal.nfkc_joined(texts, "\x00".join(texts))
+    assert result == "\x00".join(texts) and len(calls) == text_normal._MAX_KEPT + 1
