@@ -360,8 +360,9 @@ def _other_spaced(labels: list[str]) -> list[int]:
 
 def _holds_other_space(text: str, labels: Iterable[str] | None = None) -> bool:
     """Does `text` (these `labels` joined, if given) hold a space separator other than the plain
-    space? A search for each: a text of Latin-1 alone can hold only U+00A0 (the others are settled
-    at once), and in one that is not, only the labels that are not ASCII are searched."""
+    space? A text of Latin-1 alone can hold only U+00A0 (the others are settled at once); one that
+    is printable (line breaks aside) holds none; otherwise there is a search for each, of only the
+    labels that are not ASCII."""
     if text.isascii():
         return False
     try:
@@ -370,6 +371,8 @@ def _holds_other_space(text: str, labels: Iterable[str] | None = None) -> bool:
         pass
     else:
         return "\xa0" in text
+    if (text.replace("\n", " ") if "\n" in text else text).isprintable():
+        return False  # each of them is a space separator, which Python does not call printable (one pass)
     if labels is not None:
         odd = list(labels)
         text = "".join(compress(odd, map(operator.not_, map(str.isascii, odd))))

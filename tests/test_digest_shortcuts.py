@@ -232,6 +232,13 @@ def test_the_other_space_separators_are_the_patterns() -> None:
     in_pattern = re.compile(f"[{manifest_values._SPACES}]")
     assert {chr(c) for c in range(0x110000) if in_pattern.match(chr(c))} == spaces
     assert set(manifest_values._OTHER_SPACE_CHARS) == spaces - {" "}
+    # A printable text holds none of them: the look that settles most texts in one pass.
+    assert not any(space.isprintable() for space in manifest_values._OTHER_SPACE_CHARS)
+    long_labels = "\n".join(["Tiếng Việt đánh giá", "한국어 평가", "ＧＰＴ"] * 2000)
+    assert not manifest_values._holds_other_space(long_labels)
+    for space in manifest_values._OTHER_SPACE_CHARS:
+        assert manifest_values._holds_other_space(long_labels + space)
+        assert manifest_values._holds_other_space(space + long_labels, [*long_labels.split("\n"), space])
 
 
 @settings(max_examples=400, deadline=None, derandomize=True, database=None)
