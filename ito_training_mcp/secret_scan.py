@@ -298,12 +298,19 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         return False
     data = engine.prepare(text) if data is None else data
     decomposed = False  # text in NFKD: searched for the places its NFKC could hold an anchor
+    segment_runs_checked = True
     if not ascii_only:
         if not invisible_checked and engine.invisible(data, 0) is not None:
             return False
         decomposed = unicodedata.is_normalized("NFKD", text)  # cheap; NFKC's look at such text is not
         if not decomposed and not unicodedata.is_normalized("NFKC", text):
-            return False
+            # Neither (full-width forms, letters both composed and not): its NFKD is searched instead,
+            # when that leaves every quote where it was (U+FF02 decomposes into one) and makes no
+            # escape. Decomposition can lengthen a run of marks: each string is checked for that.
+            spelt = unicodedata.normalize("NFKD", text)
+            if spelt.count('"') != text.count('"') or "\\" in spelt:
+                return False
+            text, data, decomposed, segment_runs_checked = spelt, engine.prepare(spelt), True, False
     next_anchor = (engine.next_ascii_anchor if ascii_only else
                    engine.next_decomposed_anchor if decomposed else engine.next_anchor)
     quote = _separator(data, '"')
@@ -319,7 +326,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         segment = data[start:end]
         if decomposed:  # the string as a reader sees it (its runs of marks are checked)
             raw = segment.decode("utf-8", "surrogatepass") if isinstance(segment, bytes) else segment
-            shown = normalize(raw, runs_checked=True)
+            shown = normalize(raw, runs_checked=segment_runs_checked)
             if shown is None:
                 return False
             if shown != raw:

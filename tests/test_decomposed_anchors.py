@@ -108,27 +108,43 @@ def test_texts_left_out_could_hold_nothing_and_the_others_are_each_normalised(pa
 def _scan_both_ways(document: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[Any]]:
     source = json.dumps(document, ensure_ascii=False)
     with_search = secret_scan.scan(document, source=source)
-    real = unicodedata.is_normalized
-
-    def never_nfkd(form: str, text: str) -> bool:  # the long way: every text normalised
-        return False if form == "NFKD" else real(form, text)
-
-    with monkeypatch.context() as patched:
-        patched.setattr(unicodedata, "is_normalized", never_nfkd)
+    with monkeypatch.context() as patched:  # the long way: no look at the JSON text, every text normalised
+        patched.setattr(secret_scan, "_raw_text_is_clean", lambda *args, **kwargs: False)
+        patched.setattr(text_normal, "_could_hold_an_anchor", lambda odd, together: (odd, together))
         without = secret_scan.scan(document, source=source)
     return with_search, without
 
 
 @SETTINGS
 @given(st.lists(st.tuples(texts, st.sampled_from(["", CANARY_GITHUB, CANARY_TOKEN, "password"])), max_size=8),
-       st.booleans())
-def test_the_scanner_finds_the_same_in_decomposed_documents_with_the_search_as_without(
-        entries: list[tuple[str, str]], as_keys: bool) -> None:
-    strings = [unicodedata.normalize("NFKD", text + extra) for text, extra in entries]
-    document: Any = {s: 1 for s in strings} if as_keys else {"labels": strings, "name": "Tie\u0302\u0301ng"}
+       st.booleans(), st.sampled_from(["NFKD", "NFC", "as written"]))
+def test_the_scanner_finds_the_same_with_the_searches_as_without(
+        entries: list[tuple[str, str]], as_keys: bool, form: str) -> None:
+    """Decomposed documents (searched for decomposed anchors), and documents in neither normal form
+    (searched in their NFKD when that keeps the quotes where they were), against the long way."""
+    def written(text: str) -> str:
+        return text if form == "as written" else unicodedata.normalize(form, text)
+
+    strings = [written(text + extra) for text, extra in entries]
+    document: Any = {s: 1 for s in strings} if as_keys else {"labels": strings, "name": written("Tie\u0302\u0301ng")}
     with pytest.MonkeyPatch.context() as monkeypatch:
         with_search, without = _scan_both_ways(document, monkeypatch)
     assert with_search == without
+
+
+def test_a_text_whose_nfkd_moves_its_quotes_is_left_to_the_walk() -> None:
+    """U+FF02 (full-width quotation mark) decomposes into `"`: the JSON text's NFKD would split a
+    string in two, so the look at the text gives up and the walk finds the credential."""
+    document = {"labels": [f"\uff02{CANARY_GITHUB}\uff02 ｇｈｐ", "é"]}
+    source = json.dumps(document, ensure_ascii=False)
+    engine = default_engine()
+    quiet = {"labels": ["\uff02 ｇｈｐ", "é"]}  # nothing to find, but the look still cannot tell
+    assert not secret_scan._raw_text_is_clean(engine, json.dumps(quiet, ensure_ascii=False), secret_scan._Memo(),
+                                              secret_scan._Budget(None))
+    assert secret_scan._raw_text_is_clean(engine, json.dumps({"labels": ["ｇｈ", "é"]}, ensure_ascii=False),
+                                          secret_scan._Memo(), secret_scan._Budget(None))
+    findings = secret_scan.scan(document, source=source)
+    assert [(f.pointer, f.kind) for f in findings] == [("/labels/0", "github_token")]
 
 
 def test_a_credential_in_a_decomposed_manifest_is_found_and_the_rest_is_not_normalised(
