@@ -33,8 +33,53 @@ import re
 import unicodedata
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 from . import secret_rules
+from .invisible import utf8_starts
+
+# The characters that may compose with the one before them (NFKC's quick check says "maybe" for
+# them): the second of each canonical pair that composes, and the Hangul vowel and final jamo. A text
+# in NFKD that holds none of them is in NFKC too, and is searched as it stands (a test checks the
+# list against unicodedata).
+COMPOSING: tuple[tuple[int, int], ...] = (
+    (0x300, 0x304), (0x306, 0x30C), (0x30F, 0x30F), (0x311, 0x311), (0x313, 0x314), (0x31B, 0x31B),
+    (0x323, 0x328), (0x32D, 0x32E), (0x330, 0x331), (0x338, 0x338), (0x342, 0x342), (0x345, 0x345),
+    (0x653, 0x655), (0x93C, 0x93C), (0x9BE, 0x9BE), (0x9D7, 0x9D7), (0xB3E, 0xB3E), (0xB56, 0xB57),
+    (0xBBE, 0xBBE), (0xBD7, 0xBD7), (0xC56, 0xC56), (0xCC2, 0xCC2), (0xCD5, 0xCD6), (0xD3E, 0xD3E),
+    (0xD57, 0xD57), (0xDCA, 0xDCA), (0xDCF, 0xDCF), (0xDDF, 0xDDF), (0x102E, 0x102E), (0x1161, 0x1175),
+    (0x11A8, 0x11C2), (0x1B35, 0x1B35), (0x3099, 0x309A), (0x110BA, 0x110BA), (0x11127, 0x11127),
+    (0x1133E, 0x1133E), (0x11357, 0x11357), (0x114B0, 0x114B0), (0x114BA, 0x114BA), (0x114BD, 0x114BD),
+    (0x115AF, 0x115AF), (0x11930, 0x11930),
+)
+
+
+@cache
+def _composing_search() -> Callable[[Any], bool]:
+    begun = utf8_starts(c for a, b in COMPOSING for c in range(a, b + 1))
+    python = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in COMPOSING) + "]")
+    try:
+        import re2  # type: ignore[import-untyped]  # no type information shipped
+    except ImportError:  # pragma: no cover - exercised where no wheel exists
+        compiled = None
+    else:
+        options = re2.Options()
+        options.never_capture = True
+        compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in COMPOSING) + "]", options)
+
+    def search(data: Any) -> bool:
+        if isinstance(data, str):
+            return python.search(data) is not None
+        return begun(data) and (compiled.search(data) if compiled is not None else
+                                python.search(data.decode("utf-8", "surrogatepass"))) is not None
+    return search
+
+
+def may_compose(data: Any) -> bool:
+    """Could NFKC compose anything in `data` (a text in NFKD, as an engine prepared it)? False: the
+    text is in NFKC as well. A look at the bytes that begin such a character, then one search."""
+    return _composing_search()(data)
+
 
 # Non-starters lie in U+0300..U+1FFFF (text_normal checks the same bound for its run search).
 _LAST_NON_STARTER = 0x1FFFF
@@ -52,13 +97,21 @@ def _marks() -> tuple[tuple[int, int], ...]:
     return tuple(ranges)
 
 
+# Letters that a case-insensitive search takes for a character that decomposes with marks: Python's
+# `re` matches "i" to U+0130 (İ, whose simple lowercase is "i"; its NFKD is I + U+0307), and the other
+# letters have such partners under some case mapping (ǰ, ẖ, ẗ, ẘ, ẙ). After one of them, in an anchor
+# searched without case, marks may stand (an attacker review found "cookI\u0307e" missed by the
+# Python engine). A test checks the list against both engines over every code point.
+CASE_PARTNERS_WITH_MARKS = frozenset("hijtwy")
+
+
 def _anchor(anchor: str, fold: bool, char: Callable[[int], str], marks: str) -> str:
     parts = []
     for letter in anchor:
         decomposed = unicodedata.normalize("NFKD", letter)
         starters = "".join(c for c in decomposed if not unicodedata.combining(c))
         parts.append("".join(char(ord(c)) for c in starters))
-        if starters != decomposed:
+        if starters != decomposed or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS):
             parts.append(marks + "*")
     body = "".join(parts)
     return f"(?i:{body})" if fold else body

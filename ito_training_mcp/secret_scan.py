@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from itertools import compress, count, repeat
 from typing import Any
 
-from . import pointers
+from . import decomposed_anchors, pointers
 from .document_strings import DocumentStrings as DocumentStrings
 from .document_strings import Span as _Span
 from .scan_strings import BOUNDED_FLOOR as BOUNDED_FLOOR
@@ -302,9 +302,13 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     if not ascii_only:
         if not invisible_checked and engine.invisible(data, 0) is not None:
             return False
-        decomposed = unicodedata.is_normalized("NFKD", text)  # cheap; NFKC's look at such text is not
-        if not decomposed and not unicodedata.is_normalized("NFKC", text):
-            # Neither (full-width forms, letters both composed and not): its NFKD is searched instead,
+        # NFKD's look is cheap whatever the text. A text in NFKD is in NFKC too unless it holds a
+        # character that may compose (a look at its bytes, then at most one search): NFKC's own look
+        # would normalise all of it to tell.
+        in_nfkd = unicodedata.is_normalized("NFKD", text)
+        decomposed = in_nfkd and decomposed_anchors.may_compose(data)
+        if not in_nfkd and not unicodedata.is_normalized("NFKC", text):
+            # Neither form (full-width forms; letters composed and not): its NFKD is searched instead,
             # when that leaves every quote where it was (U+FF02 decomposes into one) and makes no
             # escape. Decomposition can lengthen a run of marks: each string is checked for that.
             spelt = unicodedata.normalize("NFKD", text)
@@ -326,10 +330,13 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         segment = data[start:end]
         if decomposed:  # the string as a reader sees it (its runs of marks are checked)
             raw = segment.decode("utf-8", "surrogatepass") if isinstance(segment, bytes) else segment
-            shown = normalize(raw, runs_checked=segment_runs_checked)
+            # A text in NFKD without invisible characters has none in its NFKC either: NFKC alone,
+            # which gives the text itself at the cost of a look when it is normal already.
+            shown = (unicodedata.normalize("NFKC", raw) if segment_runs_checked
+                     else normalize(raw, runs_checked=False))
             if shown is None:
                 return False
-            if shown != raw:
+            if shown is not raw and shown != raw:
                 segment = engine.prepare(shown)
         if _kinds(engine, segment, memo, budget):
             return False

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from itertools import compress, count
 from typing import Any
 
+from . import decomposed_anchors
 from .secret_engine import Engine, default_engine
 from .secret_rules import invisible_class
 
@@ -250,7 +251,10 @@ def nfkc_joined(texts: list[str], joined: str) -> str:
     together = "\x00".join([texts[i] for i in odd])
     left_out = False
     if odd and unicodedata.is_normalized("NFKD", together):  # a fraction of NFKC's cost, whatever the text
-        kept, together = _could_hold_an_anchor(odd, together)
+        data = default_engine().prepare(together)
+        if not decomposed_anchors.may_compose(data):
+            return joined  # in NFKC too: nothing to change
+        kept, together = _could_hold_an_anchor(odd, together, data)
         left_out, odd = len(kept) < len(odd), kept
     normal = unicodedata.normalize("NFKC", together)
     if not left_out and normal == together:
@@ -265,13 +269,12 @@ def nfkc_joined(texts: list[str], joined: str) -> str:
 _MAX_KEPT = 64  # texts kept one search at a time; past them, all are (each search costs a few microseconds)
 
 
-def _could_hold_an_anchor(odd: list[int], together: str) -> tuple[list[int], str]:
+def _could_hold_an_anchor(odd: list[int], together: str, data: Any) -> tuple[list[int], str]:
     """Of the texts `odd` (their indices), joined by NUL in `together` (NFKD), those where the engine's
     search of decomposed anchors finds a place (decomposed_anchors.py), and those joined; all of them
     when more than _MAX_KEPT are (thousands of strings full of invisible characters would otherwise
     cost a search each: the cleaning after takes them all at once)."""
     engine = default_engine()
-    data = engine.prepare(together)
     sep = b"\x00" if isinstance(data, bytes) else "\x00"
     kept: list[int] = []
     pos = counted = at_index = 0

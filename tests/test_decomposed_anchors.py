@@ -110,7 +110,7 @@ def _scan_both_ways(document: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[lis
     with_search = secret_scan.scan(document, source=source)
     with monkeypatch.context() as patched:  # the long way: no look at the JSON text, every text normalised
         patched.setattr(secret_scan, "_raw_text_is_clean", lambda *args, **kwargs: False)
-        patched.setattr(text_normal, "_could_hold_an_anchor", lambda odd, together: (odd, together))
+        patched.setattr(text_normal, "_could_hold_an_anchor", lambda odd, together, data: (odd, together))
         without = secret_scan.scan(document, source=source)
     return with_search, without
 
@@ -180,6 +180,72 @@ def test_thousands_of_texts_that_all_need_cleaning_cost_a_bounded_number_of_sear
         return real(data, pos)
 
     monkeypatch.setattr(engine, "next_decomposed_anchor", counting)
-    texts = ["\u200b" * 8 + f"x{i}" for i in range(5000)]
+    texts = ["e\u0301" + "\u200b" * 8 + f"x{i}" for i in range(5000)]  # in NFKD, and composing
     result = text_normal.nfkc_joined(texts, "\x00".join(texts))
-    assert result == "\x00".join(texts) and len(calls) == text_normal._MAX_KEPT + 1
+    assert result == unicodedata.normalize("NFKC", "\x00".join(texts)) and len(calls) == text_normal._MAX_KEPT + 1
+
+
+def test_letters_whose_case_partners_decompose_with_marks_are_listed_for_both_engines() -> None:
+    """Every letter of an anchor searched without case that either engine takes for a character
+    decomposing with marks (Python's `re` takes "i" for U+0130) lets marks follow it."""
+    import re
+
+    import re2
+
+    with_marks = [chr(c) for c in range(0x80, 0x30000) if not 0xD800 <= c <= 0xDFFF
+                  and any(unicodedata.combining(m) for m in unicodedata.normalize("NFKD", chr(c)))]
+    letters = {c for anchor, fold in ANCHORS if fold for c in anchor
+               if not any(unicodedata.combining(m) for m in unicodedata.normalize("NFKD", c))}
+    options = re2.Options()
+    options.never_capture = True
+    missing = []
+    for letter in sorted(letters):
+        python = re.compile(f"(?i:{re.escape(letter)})")
+        other = re2.compile(f"(?i:{re.escape(letter)})", options)
+        partners = [y for y in with_marks if python.fullmatch(y) or other.fullmatch(y.encode())]
+        if partners and letter.lower() not in decomposed_anchors.CASE_PARTNERS_WITH_MARKS:
+            missing.append((letter, partners))
+    assert missing == []
+
+
+@pytest.mark.parametrize("text", ["cookI\u0307e: sid=abcdefghij", "credentI\u0307al: abcdefgh",
+                                  "basI\u0307c YWxhZGRpbjpvcGVuc2VzYW1l"])
+def test_a_dotted_capital_i_inside_an_anchor_is_found_by_both_engines(
+        text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attacker review: Python's `re` matches "i" to U+0130, whose NFKD is I + U+0307; the search
+    let no mark follow an "i", so the Python engine left such strings out."""
+    from ito_training_mcp import scan_strings
+    from ito_training_mcp.secret_engine import python_engine
+
+    for engine in ENGINES:
+        assert found(engine, text), engine.name
+    for module in (secret_scan, text_normal, scan_strings):
+        monkeypatch.setattr(module, "default_engine", python_engine)
+    for document in ({"notes": text}, {text: 1}, {"labels": [text, "Tie\u0302\u0301ng"]}):
+        with_search, without = _scan_both_ways(document, monkeypatch)
+        assert with_search == without and without, document
+
+
+def test_the_characters_that_may_compose_are_those_of_unicodedata() -> None:
+    """COMPOSING is the second character of every canonical pair that composes, and the Hangul vowel
+    and final jamo: NFKC's quick check can say "maybe" for no other."""
+    computed: set[int] = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for code in range(0x80, 0x110000):
+        decomposition = unicodedata.decomposition(chr(code))
+        if decomposition and not decomposition.startswith("<"):
+            pair = [chr(int(part, 16)) for part in decomposition.split()]
+            if len(pair) == 2 and unicodedata.normalize("NFC", pair[0] + pair[1]) == chr(code):
+                computed.add(ord(pair[1]))
+    listed = {c for a, b in decomposed_anchors.COMPOSING for c in range(a, b + 1)}
+    assert listed == computed
+
+
+@SETTINGS
+@given(texts)
+def test_a_decomposed_text_with_nothing_that_composes_is_in_nfkc_too(text: str) -> None:
+    decomposed = unicodedata.normalize("NFKD", text)
+    for engine in ENGINES:
+        if not decomposed_anchors.may_compose(engine.prepare(decomposed)):
+            assert unicodedata.normalize("NFKC", decomposed) == decomposed
+    assert decomposed_anchors.may_compose(ENGINES[0].prepare(decomposed)) == \
+        decomposed_anchors.may_compose(decomposed)
