@@ -334,7 +334,8 @@ def hostile_inputs() -> dict[str, bytes]:
     for name, unit in (("labels in Vietnamese, precomposed (valid)", "Tiếng Việt "),
                        ("labels in Vietnamese, combining accents (valid)", "Tie\u0302\u0301ng Vie\u0323\u0302t "),
                        ("labels in Korean (valid)", "한국어 평가 "), ("labels in Hindi (valid)", "नमस्ते दुनिया "),
-                       ("labels in full-width forms (valid)", "ＧＰＴ－４ ｅｖａｌ ")):
+                       ("labels in full-width forms (valid)", "ＧＰＴ－４ ｅｖａｌ "),
+                       ("labels in Vietnamese, composed and not in one (valid)", "Tiếng Vie\u0323\u0302t ")):
         out[name] = _filled_labels(lambda n, unit=unit: suites(*[(unit * (160 // len(unit))).strip() + str(i)
                                                                 for i in range(n)]))
     unit = "ghp_abc/"

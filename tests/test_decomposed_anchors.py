@@ -141,8 +141,11 @@ def test_a_text_whose_nfkd_moves_its_quotes_is_left_to_the_walk() -> None:
     quiet = {"labels": ["\uff02 ｇｈｐ", "é"]}  # nothing to find, but the look still cannot tell
     assert not secret_scan._raw_text_is_clean(engine, json.dumps(quiet, ensure_ascii=False), secret_scan._Memo(),
                                               secret_scan._Budget(None))
-    assert secret_scan._raw_text_is_clean(engine, json.dumps({"labels": ["ｇｈ", "é"]}, ensure_ascii=False),
+    assert secret_scan._raw_text_is_clean(engine, json.dumps({"ラベル": ["ｇｈ" * 9, "é"]}, ensure_ascii=False),
                                           secret_scan._Memo(), secret_scan._Budget(None))
+    computed = {chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c <= 0xDFFF
+                and ('"' in unicodedata.normalize("NFKD", chr(c)) or "\\" in unicodedata.normalize("NFKD", chr(c)))}
+    assert computed == set(secret_scan.QUOTE_OR_ESCAPE_MAKERS)
     findings = secret_scan.scan(document, source=source)
     assert [(f.pointer, f.kind) for f in findings] == [("/labels/0", "github_token")]
 
@@ -249,3 +252,23 @@ def test_a_decomposed_text_with_nothing_that_composes_is_in_nfkc_too(text: str) 
             assert unicodedata.normalize("NFKC", decomposed) == decomposed
     assert decomposed_anchors.may_compose(ENGINES[0].prepare(decomposed)) == \
         decomposed_anchors.may_compose(decomposed)
+
+
+def test_the_look_in_nfkd_is_taken_only_where_it_pays() -> None:
+    """Text mostly ASCII with one full-width letter is left to the walk (which normalises only the
+    strings that are not ASCII), and so is one where the look would normalise too many found strings;
+    the answers are the long way's either way."""
+    engine = default_engine()
+    mostly_ascii = {"labels": ["mmlu"] * 200 + ["ｘ"]}
+    assert not secret_scan._raw_text_is_clean(engine, json.dumps(mostly_ascii, ensure_ascii=False),
+                                              secret_scan._Memo(), secret_scan._Budget(None))
+    many = {"labels": ["ｔｏｋｅｎ " + "токен" * 800 + str(i) for i in range(20)]}  # a hit in each, 80,000 chars
+    assert not secret_scan._raw_text_is_clean(engine, json.dumps(many, ensure_ascii=False),
+                                              secret_scan._Memo(), secret_scan._Budget(None))
+    few = {"labels": many["labels"][:2]}
+    assert secret_scan._raw_text_is_clean(engine, json.dumps(few, ensure_ascii=False),
+                                          secret_scan._Memo(), secret_scan._Budget(None))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for document in (mostly_ascii, many):
+            with_search, without = _scan_both_ways(document, monkeypatch)
+            assert with_search == without

@@ -90,11 +90,13 @@ def test_document_scan_equals_checking_every_string_alone(document: Any, indent:
     with_source = secret_scan.scan(document, source=text)
     walked = secret_scan.scan(document)
     assert with_source == walked
-    if len(reference) < secret_scan.MAX_FINDINGS:
-        assert set(walked) == {Finding(f.pointer[:200], f.kind, f.in_key) for f in reference}
+    expected = {Finding(f.pointer[:200], f.kind, f.in_key) for f in reference}
+    # Short of the cap, every finding; at the cap (reached by findings that two masked keys make
+    # alike, too: hypothesis found 19 distinct and 21 in all), only real ones.
+    if len(walked) < secret_scan.MAX_FINDINGS:
+        assert set(walked) == expected
     else:
-        assert len(walked) == secret_scan.MAX_FINDINGS and set(walked) <= {
-            Finding(f.pointer[:200], f.kind, f.in_key) for f in reference}
+        assert set(walked) <= expected
 
 
 @SETTINGS
