@@ -75,6 +75,13 @@ def _composing_search() -> Callable[[Any], bool]:
     return search
 
 
+def holds_latin_marks(data: Any) -> bool:
+    """Does `data` (as an engine prepared it) hold a combining mark of U+0300..U+036F, the marks of
+    Latin, Greek and Cyrillic? Two byte searches in UTF-8 (they all begin with 0xCC or 0xCD); for
+    text, False (the caller then asks NFKC's own look)."""
+    return isinstance(data, bytes) and (b"\xcc" in data or b"\xcd" in data)
+
+
 def may_compose(data: Any) -> bool:
     """Could NFKC compose anything in `data` (a text in NFKD, as an engine prepared it)? False: the
     text is in NFKC as well. A look at the bytes that begin such a character, then one search."""

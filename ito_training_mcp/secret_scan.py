@@ -314,8 +314,10 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         # would normalise all of it to tell.
         in_nfkd = unicodedata.is_normalized("NFKD", text)
         decomposed = in_nfkd and decomposed_anchors.may_compose(data)
-        if not in_nfkd and not unicodedata.is_normalized("NFKC", text):
-            # Neither form (full-width forms; letters composed and not): its NFKD is searched instead,
+        if not in_nfkd and (decomposed_anchors.holds_latin_marks(data) or not unicodedata.is_normalized("NFKC", text)):
+            # Neither form (full-width forms; letters composed and not: combining marks for Latin,
+            # Greek or Cyrillic in a text not in NFKD, where NFKC's look would normalise all of it to
+            # tell, are taken for that): its NFKD is searched instead,
             # when that leaves every quote where it was (U+FF02 decomposes into one) and makes no
             # escape; decomposition can lengthen a run of marks, and each string is checked for that.
             # Only where it pays (the RE2 engine: Python's `re` searches decomposed Hangul slowly)

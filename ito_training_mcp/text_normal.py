@@ -256,6 +256,15 @@ def nfkc_joined(texts: list[str], joined: str) -> str:
             return joined  # in NFKC too: nothing to change
         kept, together = _could_hold_an_anchor(odd, together, data)
         left_out, odd = len(kept) < len(odd), kept
+    elif odd and decomposed_anchors.holds_latin_marks(data := default_engine().prepare(together)):
+        # Letters composed and not: NFKC's look would normalise all of it to tell; the search runs
+        # over its NFKD (NUL stays where it was), and the texts it finds are normalised as written.
+        spelt = unicodedata.normalize("NFKD", together)
+        kept, _ = _could_hold_an_anchor(odd, spelt, default_engine().prepare(spelt))
+        if len(kept) < len(odd):
+            position = {index: at for at, index in enumerate(odd)}
+            parts = together.split("\x00")
+            left_out, odd, together = True, kept, "\x00".join(parts[position[i]] for i in kept)
     normal = unicodedata.normalize("NFKC", together)
     if not left_out and normal == together:
         return joined

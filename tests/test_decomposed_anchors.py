@@ -272,3 +272,16 @@ def test_the_look_in_nfkd_is_taken_only_where_it_pays() -> None:
         for document in (mostly_ascii, many):
             with_search, without = _scan_both_ways(document, monkeypatch)
             assert with_search == without
+
+
+@SETTINGS
+@given(st.lists(texts, min_size=1, max_size=12))
+def test_texts_composed_and_not_are_searched_in_their_nfkd_and_found_ones_normalised(parts: list[str]) -> None:
+    """Letters composed and not in one text (a combining acute beside precomposed letters): the search
+    runs over the NFKD, and each text is its NFKC or, holding nothing, left out."""
+    mixed = [unicodedata.normalize("NFC", part).replace("\x00", "") + "\u00e9e\u0301" for part in parts]
+    result = text_normal.nfkc_joined(mixed, "\x00".join(mixed)).split("\x00")
+    assert len(result) == len(mixed)
+    for text, out in zip(mixed, result, strict=True):
+        normal = unicodedata.normalize("NFKC", text)
+        assert out in (normal, "") and (out == normal or not shown_holds_anchor(text)), (text, out)
