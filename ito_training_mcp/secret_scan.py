@@ -315,16 +315,15 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         in_nfkd = unicodedata.is_normalized("NFKD", text)
         decomposed = in_nfkd and decomposed_anchors.may_compose(data)
         if not in_nfkd and (decomposed_anchors.holds_latin_marks(data) or not unicodedata.is_normalized("NFKC", text)):
-            # Neither form (full-width forms; letters composed and not: combining marks for Latin,
-            # Greek or Cyrillic in a text not in NFKD, where NFKC's look would normalise all of it to
-            # tell, are taken for that): its NFKD is searched instead,
-            # when that leaves every quote where it was (U+FF02 decomposes into one) and makes no
-            # escape; decomposition can lengthen a run of marks, and each string is checked for that.
-            # Only where it pays (the RE2 engine: Python's `re` searches decomposed Hangul slowly)
-            # and the text is mostly not ASCII: the walk normalises the strings that are not ASCII
-            # alone, while NFKD here costs a pass over all of it (an attacker review: 1.7x-2x).
-            # Nor for Hangul syllables, which decompose into two or three jamo each, to be composed
-            # again for each string found (an attacker review: 1.4x on strings with a hit each).
+            # Neither form: full-width forms, or letters composed and not (Latin combining marks in
+            # a text not in NFKD are taken for that: NFKC's look would normalise all of it to tell).
+            # Its NFKD is searched instead, when that leaves every quote where it was (U+FF02
+            # decomposes into one) and makes no escape; decomposition can lengthen a run of marks,
+            # so each string found has them counted again. Only where it pays (attacker reviews):
+            # with RE2 (Python's `re` searches decomposed Hangul slowly), for text mostly not ASCII
+            # (the walk normalises only the strings that are not ASCII; NFKD here is a pass over
+            # all of it, 1.7x-2x) and without Hangul syllables (two or three jamo each, composed
+            # again for each string found: 1.4x when each holds a hit).
             if not isinstance(data, bytes) or 4 * (len(data) - len(text)) < len(text) \
                     or any(lead in data for lead in _HANGUL_SYLLABLE_LEADS) \
                     or any(char in text for char in QUOTE_OR_ESCAPE_MAKERS):
@@ -447,8 +446,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it holds no escapes
-    (and is NFKC with no invisible character, if not ASCII), a document with nothing to report is
-    settled on that text alone. `strings`, if given,
+    (and, if it is not ASCII, no invisible character), a document with nothing to report is usually
+    settled on that text alone (see `_raw_text_is_clean`). `strings`, if given,
     collects the document's keys and strings once for this scan and the caller.
     `source_invisible_free`: the caller has found that `source`, as it stands, holds no invisible
     character (the manifest's character rule refuses all of them, and looks at the bytes first): the
