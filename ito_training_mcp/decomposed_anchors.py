@@ -18,7 +18,9 @@ but stand after the last starter (outside `a2`). The pattern of `a` is therefore
 characters, the starters of its NFKD (the same under case folding), followed by any combining marks
 when that NFKD has marks (the u of "schlüssel", the ha of "パスワード"), and by none otherwise: a mark
 after a character that has none in its decomposition either stays in the NFKC (and anchors hold
-none) or composes with it into another character than the anchor's. Hangul syllables decompose into
+none) or composes with it into another character than the anchor's (but where a case-insensitive
+search takes the letter for a character that decomposes with marks: CASE_PARTNERS_WITH_MARKS).
+Text in neither form is searched in its NFKD, which the callers make. Hangul syllables decompose into
 jamo, which are starters: the Korean anchors are spelt in jamo. The pattern finds a little more
 than it must (marks that compose into nothing), never less; a test checks it against NFKC on
 generated texts.
