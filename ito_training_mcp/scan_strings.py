@@ -12,7 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from .secret_engine import Engine, default_engine
-from .text_normal import long_combining_run, long_run_texts, nfkc_joined, normalize, without_invisible_by_search
+from .text_normal import (
+    long_combining_run,
+    long_run_texts,
+    nfkc_joined,
+    normalize,
+    texts_found,
+    without_invisible_by_search,
+)
 
 MAX_FINDINGS = 20  # strings with findings enough to report: past them nothing more is looked at
 HIDDEN = "hidden_characters"
@@ -119,16 +126,11 @@ FREE_CLEANINGS = 64
 def _holding(engine: Engine, data: Any) -> Iterator[int]:
     """The indices of the texts joined by NUL in `data` that hold an invisible character, in order:
     one search each."""
-    sep = separator(data, "\x00")
-    pos = counted = index = 0
-    while (at := engine.invisible(data, pos, nul=False)) is not None:
-        index += data.count(sep, counted, at[0])
-        yield index
-        end = data.find(sep, at[1])
-        if end < 0:
-            return
-        pos = counted = end + 1
-        index += 1
+    def search(text: Any, pos: int) -> int:
+        found = engine.invisible(text, pos, nul=False)
+        return -1 if found is None else found[0]
+
+    yield from texts_found(search, data)
 
 
 def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], found: dict[int, set[str]],

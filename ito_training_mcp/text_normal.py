@@ -10,7 +10,7 @@ import functools
 import operator
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import compress, count
 from typing import Any
 
@@ -283,21 +283,27 @@ def _could_hold_an_anchor(odd: list[int], together: str, data: Any) -> tuple[lis
     search of decomposed anchors finds a place (decomposed_anchors.py), and those joined; all of them
     when more than _MAX_KEPT are (thousands of strings full of invisible characters would otherwise
     cost a search each: the cleaning after takes them all at once)."""
-    engine = default_engine()
-    sep = b"\x00" if isinstance(data, bytes) else "\x00"
     kept: list[int] = []
-    pos = counted = at_index = 0
-    while (at := engine.next_decomposed_anchor(data, pos)) >= 0:
+    for index in texts_found(default_engine().next_decomposed_anchor, data):
         if len(kept) == _MAX_KEPT:
             return odd, together
-        at_index += data.count(sep, counted, at)
-        kept.append(at_index)
-        end = data.find(sep, at)
-        if end < 0:
-            break
-        pos = counted = end + 1
-        at_index += 1
+        kept.append(index)
     if len(kept) == len(odd):
         return odd, together
     parts = together.split("\x00")
     return [odd[i] for i in kept], "\x00".join(parts[i] for i in kept)
+
+
+def texts_found(search: Callable[[Any, int], int], data: Any) -> Iterator[int]:
+    """The indices of the texts joined by NUL in `data` (as an engine prepared them) where `search`
+    (from a position: where a match starts, or -1) finds something, in order: one search each."""
+    sep = b"\x00" if isinstance(data, bytes) else "\x00"
+    pos = counted = index = 0
+    while (at := search(data, pos)) >= 0:
+        index += data.count(sep, counted, at)
+        yield index
+        end = data.find(sep, at)
+        if end < 0:
+            return
+        pos = counted = end + 1
+        index += 1
