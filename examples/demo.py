@@ -199,8 +199,7 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
             decided: list[str] = []
             deciding: list[bool] = []  # set before the person's step starts: a second progress
             # notification can arrive while the first is still deciding, and must not decide again
-            person_done = anyio.Event()  # the wait can end (confirmed) before the person's page has
-            # shown its reference: the demo checks the two only once the person's step is over
+            person_done = anyio.Event()  # set when the person's step is over (see wait_for_the_person)
 
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 print(f"    progress {value:g}/{total:g}  {message}")
@@ -216,14 +215,21 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                     finally:
                         person_done.set()
 
-            confirmed = await show("confirmation_status, waiting up to 20 s while the person decides", tool(
-                client, "confirmation_status", {"request_id": request["request_id"], "wait_seconds": 20},
-                progress_callback=progress), keep=("request_id", "action", "booking_id", "status", "confirmation_ref",
-                                                   "max_cost_usd", "manifest_sha256"))
+            async def wait_for_the_person() -> dict[str, Any]:
+                """The wait, shown once the person's step is over too: it can end (confirmed) before the
+                person's page has shown its reference, and the story shows the page first."""
+                envelope = await tool(client, "confirmation_status",
+                                      {"request_id": request["request_id"], "wait_seconds": 20},
+                                      progress_callback=progress)
+                if deciding:
+                    with anyio.move_on_after(60):
+                        await person_done.wait()
+                return envelope
+
+            confirmed = await show("confirmation_status, waiting up to 20 s while the person decides",
+                                   wait_for_the_person(), keep=("request_id", "action", "booking_id", "status",
+                                                                "confirmation_ref", "max_cost_usd", "manifest_sha256"))
             ref = confirmed["data"]["confirmation_ref"] if confirmed["ok"] else None
-            if deciding:
-                with anyio.move_on_after(60):
-                    await person_done.wait()
             checks.expect("confirmed", ref is not None and decided == [ref])
 
             submit_args = {"booking_id": booking_id, "manifest_path": str(manifest), "confirmation_ref": ref,

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from .config import ManifestSettings
 from .egress import LocalText, LocalTree
-from .manifest import SCHEMA_VERSION, TrainingManifest, parse_with_text
+from .manifest import SCHEMA_VERSION, TrainingManifest, parse_checked
+from .manifest_characters import shown_as_is
 from .review_layout import review_strings, review_text
 from .safe_read import FileBytes, ReadHooks, read_regular_file
 
@@ -55,6 +56,7 @@ class DigestedManifest(BaseModel):
     _summary: dict[str, Any] | None = PrivateAttr(default=None)
     _text: str | None = PrivateAttr(default=None)  # what the bytes decoded to, kept from the parse
     _references: list[dict[str, Any]] | None = PrivateAttr(default=None)  # the parsed data references
+    _shown_as_is: bool | None = PrivateAttr(default=None)  # gate 2's verdict on the bytes, if it looked
 
     @property
     def sha256(self) -> str:
@@ -70,7 +72,7 @@ class DigestedManifest(BaseModel):
     def _summarize(self) -> dict[str, Any]:
         review = self.manifest.review(self._references)
         decoded = self.file.content.decode("utf-8") if self._text is None else self._text
-        printable = _ascii_printable(decoded)
+        shown = shown_as_is(self.file.content) if self._shown_as_is is None else self._shown_as_is
         verbatim = verbatim_sources(decoded, review)
         strings = (review_strings(review),) if verbatim is None else verbatim
         sources = review_sources(review, strings[0]) if verbatim is None else (*verbatim, REVIEW_KEYS)
@@ -79,16 +81,10 @@ class DigestedManifest(BaseModel):
             "sha256": self.file.sha256,
             "size_bytes": self.file.size_bytes,
             "schema_version": SCHEMA_VERSION,
-            "review": LocalTree(review, sources=sources, ascii_printable=printable),
-            "review_text": LocalText(review_text(review, self.file.sha256, ascii_printable=printable), strings=strings,
-                                     ascii_printable=printable),
+            "review": LocalTree(review, sources=sources, shown_as_is=shown),
+            "review_text": LocalText(review_text(review, self.file.sha256, shown_as_is=shown), strings=strings,
+                                     shown_as_is=shown),
         }
-
-
-def _ascii_printable(text: str) -> bool:
-    """For a manifest that passed gate 2: ASCII text without a `\\u` escape holds ASCII strings, in
-    which the character rule left no control character but tab and newline (in the description)."""
-    return text.isascii() and ("\\" not in text or "\\u" not in text)  # `isascii` is a flag; then memchr
 
 
 def read_manifest(path: object, settings: ManifestSettings, *, hooks: ReadHooks | None = None) -> FileBytes:
@@ -99,9 +95,9 @@ def read_manifest(path: object, settings: ManifestSettings, *, hooks: ReadHooks 
 def digest_bytes(file: FileBytes, *, summarize: bool = False) -> DigestedManifest:
     """The rest of gate 2 on what `read_manifest` read: strict JSON, secret scan, character rule and
     schema. `summarize`: make the summary now, too."""
-    manifest, text, references = parse_with_text(file.content)
-    digested = DigestedManifest(file=file, manifest=manifest)
-    digested._text, digested._references = text, references
+    parsed = parse_checked(file.content)
+    digested = DigestedManifest(file=file, manifest=parsed.manifest)
+    digested._text, digested._references, digested._shown_as_is = parsed.text, parsed.references, parsed.shown_as_is
     if summarize:
         digested.summary()
     return digested

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from .envelope import Envelope
-from .invisible import has_invisible, is_invisible
+from .invisible import has_invisible, shows
 from .redact import Redactor
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -53,17 +53,18 @@ class LocalTree(dict[str, Any]):
     guarantees it; a test keeps it so). At a LOCALLY_SCANNED field the egress checks those sources,
     already joined, instead of walking a mebibyte of tree: nothing unprintable but newline and tab
     (which the character rule at gate 2 allows in the description only) and no registered credential.
-    `ascii_printable` says that gate 2 found the manifest's bytes ASCII without a `\\u` escape, so
-    that, the character rule having passed, every source is printable ASCII with newline and tab:
-    then only the registered credentials are looked for. Anything else in such a field is walked
-    as usual."""
+    `shown_as_is` is gate 2's verdict from its look at the manifest's bytes
+    (`manifest_characters.look_at_bytes`): no `\\u` escape, and no character that is not shown as
+    itself (for ASCII: no DEL), so that, the character rule having passed, every key and string
+    shows as itself but for newline and tab: then only the registered credentials are looked for.
+    Anything else in such a field is walked as usual."""
 
-    __slots__ = ("ascii_printable", "sources")
+    __slots__ = ("shown_as_is", "sources")
 
-    def __init__(self, tree: dict[str, Any], *, sources: tuple[str, ...], ascii_printable: bool = False) -> None:
+    def __init__(self, tree: dict[str, Any], *, sources: tuple[str, ...], shown_as_is: bool = False) -> None:
         super().__init__(tree)
         self.sources = sources
-        self.ascii_printable = ascii_printable
+        self.shown_as_is = shown_as_is
 
 
 class LocalText(str):
@@ -72,16 +73,16 @@ class LocalText(str):
     which may split a string -- a registered credential too -- across two lines, where no search of the
     text finds it; so the credential is looked for in `strings`, and a text whose strings hold one is
     withheld whole (`REVIEW_WITHHELD_NOTE`). `strings` may come in parts (each is searched whole).
-    `ascii_printable`: gate 2's verdict that every one of those strings is printable ASCII (the layout
-    adds only labels, spaces and newlines)."""
+    `shown_as_is`: gate 2's verdict that every one of those strings shows as itself, newline and tab
+    aside (see `LocalTree`; the layout adds only labels, spaces and newlines)."""
 
     strings: tuple[str, ...]
-    ascii_printable: bool
+    shown_as_is: bool
 
-    def __new__(cls, text: str, *, strings: str | tuple[str, ...], ascii_printable: bool = False) -> LocalText:
+    def __new__(cls, text: str, *, strings: str | tuple[str, ...], shown_as_is: bool = False) -> LocalText:
         made = super().__new__(cls, text)
         made.strings = (strings,) if isinstance(strings, str) else strings
-        made.ascii_printable = ascii_printable
+        made.shown_as_is = shown_as_is
         return made
 
 
@@ -93,13 +94,8 @@ def visible(code_point: str) -> str:
     return f"⟨U+{ord(code_point):04X}⟩"
 
 
-def _shows(ch: str) -> bool:
-    """Is this one character shown as itself: printable, and not one that shows as nothing?"""
-    return ch.isprintable() and not is_invisible(ch)
-
-
 def _escape_all(text: str) -> str:
-    return "".join(ch if _shows(ch) else visible(ch) for ch in text)
+    return "".join(ch if shows(ch) else visible(ch) for ch in text)
 
 
 # ASCII is printable but for C0 and DEL: in a long ASCII text, one byte search per such character
@@ -137,7 +133,7 @@ def escape(text: str, *, multiline: bool = False) -> str:
 
 
 def _strip_unprintable(text: str, keep: str) -> str:
-    return "".join(ch for ch in text if _shows(ch) or ch in keep)
+    return "".join(ch for ch in text if shows(ch) or ch in keep)
 
 
 def clean_text(
@@ -276,7 +272,7 @@ class _Walk:
         for strings in text.strings:
             if self.redactor.holds_known(strings):
                 return True
-            if (not text.ascii_printable and not self._printable(strings, True)
+            if (not text.shown_as_is and not self._printable(strings, True)
                     and self.redactor.holds_known(_strip_unprintable(strings, "\n\t"))):
                 return True
         return False
@@ -289,11 +285,11 @@ class _Walk:
         that are multi-line by design. Anything else (a credential that only the joining made, too)
         takes the walk, string by string."""
         if isinstance(value, LocalText):
-            return self._text_clean(value, True, value.ascii_printable) and not self._withheld(value)
+            return self._text_clean(value, True, value.shown_as_is) and not self._withheld(value)
         if isinstance(value, str):
             return self._text_clean(value, path in MULTILINE_FIELDS)
         if isinstance(value, LocalTree):
-            return all(self._text_clean(text, True, value.ascii_printable) for text in value.sources)
+            return all(self._text_clean(text, True, value.shown_as_is) for text in value.sources)
         joined = _joined_strings(value)
         if joined is None or not _printable(joined, True) or self.redactor.holds_known(joined):
             return False

@@ -73,6 +73,12 @@ def is_invisible(ch: str) -> bool:
     return ord(ch) in INVISIBLE_POINTS
 
 
+def shows(ch: str) -> bool:
+    """Is this one character shown as itself: printable, and not one that shows as nothing? (The
+    egress writes every other as `⟨U+XXXX⟩`; gate 2's look at the bytes asks the same question.)"""
+    return ch.isprintable() and not is_invisible(ch)
+
+
 def utf8_starts(points: Iterable[int]) -> Callable[[bytes], bool]:
     """A quick look at UTF-8 bytes: could they hold one of these code points? False only when none of
     the bytes that begin one is there (with the byte after it, where few points share the first), a

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from enum import StrEnum
 from itertools import chain
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -32,7 +32,7 @@ from .envelope import ErrorCode
 from .errors import ManifestRefusal
 from .manifest_characters import CHARACTER_CLASSES as CHARACTER_CLASSES
 from .manifest_characters import character_class as character_class
-from .manifest_characters import character_problems, holds_forbidden, may_hold_forbidden
+from .manifest_characters import character_problems, holds_forbidden, look_at_bytes
 from .manifest_values import (
     DATA_MAX,
     DATE,
@@ -416,7 +416,23 @@ def parse_manifest(content: bytes) -> TrainingManifest:
 
 def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[str, Any]]]:
     """`parse_manifest`, with the text the bytes decoded to and the validated document's data
-    references (see `TrainingManifest.review`).
+    references (see `TrainingManifest.review`)."""
+    parsed = parse_checked(content)
+    return parsed.manifest, parsed.text, parsed.references
+
+
+class Parsed(NamedTuple):
+    """A manifest that passed gate 2, with what the gate learnt on the way."""
+
+    manifest: TrainingManifest
+    text: str  # what the bytes decoded to
+    references: list[dict[str, Any]]  # the validated document's data references
+    # every key and string shows as itself, tab and newline aside: True is certain; None: not looked at
+    shown_as_is: bool | None  # (manifest_characters.look_at_bytes)
+
+
+def parse_checked(content: bytes) -> Parsed:
+    """`parse_manifest`, with what the gate learnt on the way (`Parsed`).
 
     The refusals come in that order. The character rule and the schema are consulted first, silently
     (the schema only when the rule finds nothing, since its problems would never be shown): a
@@ -430,7 +446,8 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
         document = strict_json.loads_text(text, max_depth=None)
     except strict_json.StrictJSONError as exc:
         raise _invalid_json(exc) from None
-    forbidden_possible = may_hold_forbidden(content)  # a look at the bytes: C0 and DEL are in its classes
+    look = look_at_bytes(content)  # C0 and DEL are in the rule's classes
+    forbidden_possible = look.forbidden_possible
     strings = secret_scan.DocumentStrings(document)
     refused_for_characters = forbidden_possible and (  # settled by the bytes without escapes
         b"\\" not in content or holds_forbidden(document, *strings.get()))
@@ -479,7 +496,7 @@ def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[st
             check="schema",
             details={"problems": validated.problems},
         ))
-    return validated, text, document["data"]
+    return Parsed(validated, text, document["data"], look.shown_as_is)
 
 
 if __name__ == "__main__":  # python -m ito_training_mcp.manifest > schemas/ito.training.manifest.v1.schema.json

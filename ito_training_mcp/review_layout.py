@@ -99,13 +99,13 @@ def review_lines(review: dict[str, Any], sha256: str, width: int = REVIEW_WIDTH)
     return _laid_out(review, sha256, width, shown_as_is=False, max_lines=None).split("\n")
 
 
-def review_text(review: dict[str, Any], sha256: str, *, ascii_printable: bool = False) -> str:
+def review_text(review: dict[str, Any], sha256: str, *, shown_as_is: bool = False) -> str:
     """The review as text, `REVIEW_WIDTH` columns wide and at most `TEXT_MAX_LINES` lines: the first
     lines of `review_lines` at that width, with the data references that fit (the first always),
-    then a `Not shown:` row that counts the others, then the SHA-256 row. `ascii_printable`: the
-    caller knows every string of the review is printable ASCII (gate 2's verdict on the bytes), so
-    none needs escaping."""
-    return _laid_out(review, sha256, REVIEW_WIDTH, shown_as_is=ascii_printable, max_lines=TEXT_MAX_LINES)
+    then a `Not shown:` row that counts the others, then the SHA-256 row. `shown_as_is`: the caller
+    knows every string of the review shows as itself (gate 2's verdict on the bytes), so none needs
+    escaping."""
+    return _laid_out(review, sha256, REVIEW_WIDTH, shown_as_is=shown_as_is, max_lines=TEXT_MAX_LINES)
 
 
 _BREAK = "\n" + INDENT

@@ -306,6 +306,54 @@ def test_character_rule_shortcuts_find_what_the_walk_finds(document: Doc, ascii_
         assert walked and held
 
 
+# Characters the egress does not show as themselves though gate 2 allows them (no-break and other
+# spaces, private use, unassigned, a noncharacter), beside what it shows and what the rule forbids.
+NOT_SHOWN_ALLOWED = ["\u00a0", "\u3000", "\u202f", "\ue000", "\U000f0000", "\u0378", "\U00050000", "\ufdd0"]
+SHOWN = ["a", "é", "e\u0301", "ệ", "密", "한", "ह", "ｆ", "\U0001f600", "\U00030000", "’", "\\", '"', "\u2801"]
+mixed_text = st.lists(st.sampled_from(SHOWN * 4 + NOT_SHOWN_ALLOWED + FORBIDDEN_CHARS + ["\u200b", "\u034f"]),
+                      max_size=10).map("".join)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.dictionaries(mixed_text, mixed_text | st.lists(mixed_text, max_size=3), max_size=4), st.booleans())
+def test_the_bytes_said_shown_as_is_only_when_every_key_and_string_shows(document: Doc, ascii_only: bool) -> None:
+    """gate 2's verdict for the egress (`look_at_bytes(...).shown_as_is`): never said of a document one
+    of whose keys or strings holds a character the egress would escape, once the character rule passed."""
+    from ito_training_mcp.invisible import shows
+    from ito_training_mcp.secret_scan import DocumentStrings
+
+    content = json.dumps(document, ensure_ascii=ascii_only).encode()
+    look = manifest_characters.look_at_bytes(content)
+    keys, values = DocumentStrings(document).get()
+    if look.shown_as_is and not manifest_characters._walk(document):
+        assert all(shows(ch) or ch in "\n\t" for text in (*keys, *values) for ch in text)
+    if not ascii_only and all(shows(ch) for text in (*keys, *values) for ch in text):
+        # said wherever it is true of text with no escape whose bytes could begin a forbidden character
+        assert look.shown_as_is or b"\\" in content or not manifest_characters._utf8_search(
+            manifest_characters._C0).begun(content)
+
+
+def test_the_search_for_characters_not_shown_agrees_with_the_egress_on_every_code_point() -> None:
+    """Below the planes it takes whole, the class is exactly the characters the egress escapes (and
+    layout aside, the forbidden ones); above, everything."""
+    from ito_training_mcp.invisible import shows
+
+    search = manifest_characters._not_shown_search()
+    if search is None:
+        pytest.skip("RE2 is not installed")
+    below = [chr(c) for c in range(0x80, manifest_characters._TAKEN_WHOLE_FROM) if not 0xD800 <= c < 0xE000]
+    shown = [ch for ch in below if shows(ch)]
+    assert not search("".join(shown).encode())
+    assert not {chr(c) for c in manifest_characters._code_points()} & set(shown)  # so every forbidden one is in it
+    for ch in below:
+        if not shows(ch):
+            assert search(ch.encode()), hex(ord(ch))
+    for c in range(manifest_characters._TAKEN_WHOLE_FROM, 0x110000, 97):
+        assert search(chr(c).encode()), hex(c)
+    for c in (*range(0x80), 0x10FFFF):
+        assert search(chr(c).encode()) == (c not in (9, 10, 13) and not shows(chr(c))), hex(c)
+
+
 def test_every_forbidden_character_is_seen_in_the_bytes_raw_and_escaped() -> None:
     points = manifest_characters._code_points()
     assert {chr(c) for c in points} == {ch for _, r in CHARACTER_CLASSES for ch in _expand(r)}
@@ -448,7 +496,7 @@ def _digest_data(content: bytes) -> Doc:
 
 def test_the_digests_review_is_checked_through_its_sources() -> None:
     data = _digest_data(EXAMPLE_MANIFEST.read_bytes())
-    assert isinstance(data["review"], egress.LocalTree) and data["review"].ascii_printable
+    assert isinstance(data["review"], egress.LocalTree) and data["review"].shown_as_is
     env = success(data, notice="n", live_api_contacted=False)
     assert egress.clean_envelope(env) is env
 
@@ -459,7 +507,7 @@ def test_an_unprintable_character_in_the_review_is_escaped_everywhere() -> None:
     document = copy.deepcopy(EXAMPLE)
     document["data"][0]["name"] = "shard\ue000zero"
     data = _digest_data(json.dumps(document, ensure_ascii=False).encode())
-    assert not data["review"].ascii_printable
+    assert not data["review"].shown_as_is
     out = egress.clean_envelope(success(data, notice="n", live_api_contacted=False))
     assert out.data is not None
     assert out.data["review"]["data"][0]["name"] == "shard⟨U+E000⟩zero"
@@ -472,7 +520,7 @@ def test_a_registered_credential_in_the_review_is_redacted_though_the_bytes_were
     secret = f"{CANARY_TOKEN[:6]}-{CANARY_TOKEN[6:]}"
     Credential(secret, "ITO_API_KEY")
     data = _digest_data(json.dumps(document).encode())
-    assert data["review"].ascii_printable
+    assert data["review"].shown_as_is
     wire = egress.clean_envelope(success(data, notice="n", live_api_contacted=False)).to_json()
     assert secret not in wire and "<redacted>" in wire
 

@@ -229,6 +229,8 @@ def test_a_digest_of_a_manifest_in_another_script_is_looked_at_once_per_text(
     path = tmp_path / "manifest.json"
     path.write_bytes(json.dumps(document, ensure_ascii=False).encode())
     digested = digest_bytes(read_regular_file(str(path), max_bytes=1 << 21, roots=None))
+    assert digested._shown_as_is  # gate 2's look at the bytes: every string shows as itself
+    digested._shown_as_is = False  # as if it could not tell (no RE2, say): the egress looks itself
     looked: list[int] = []
     real = egress._printable
 
@@ -240,3 +242,53 @@ def test_a_digest_of_a_manifest_in_another_script_is_looked_at_once_per_text(
     envelope = success(digested.summary(), notice="digested", live_api_contacted=False)
     assert egress.clean_envelope(envelope) is envelope  # nothing to change
     assert looked and len(looked) == len(set(looked))
+
+
+@pytest.mark.parametrize("labels", [
+    [f"Tiếng Việt đánh giá {i}" for i in range(60)],  # bytes that could begin a forbidden character
+    [f"한국어 평가 {i}" for i in range(60)],  # bytes that cannot: the summary looks for itself
+])
+def test_gate_2s_verdict_on_the_bytes_spares_the_egress_its_look_at_the_manifests_text(
+        labels: list[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A manifest in another script whose bytes hold no character that the egress would not show as
+    itself: the egress looks only for registered credentials, and changes nothing."""
+    from ito_training_mcp.digest import digest_bytes
+    from ito_training_mcp.safe_read import read_regular_file
+
+    from .conftest import EXAMPLE_MANIFEST
+
+    document = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    ref = document["data"][0]
+    document["data"] = [{**ref, "decontamination": {**ref["decontamination"], "eval_suites": labels}}] * 8
+    path = tmp_path / "manifest.json"
+    path.write_bytes(json.dumps(document, ensure_ascii=False).encode())
+    digested = digest_bytes(read_regular_file(str(path), max_bytes=1 << 21, roots=None), summarize=True)
+    assert digested.summary()["review"].shown_as_is and digested.summary()["review_text"].shown_as_is
+    looked: list[int] = []
+    monkeypatch.setattr(egress, "_printable", lambda text, multiline: looked.append(id(text)) or True)
+    envelope = success(digested.summary(), notice="digested", live_api_contacted=False)
+    assert egress.clean_envelope(envelope) is envelope
+    assert all(id(text) not in looked for text in digested.summary()["review"].sources)
+
+
+def test_a_character_the_egress_escapes_in_a_manifest_in_another_script_is_escaped(tmp_path: Any) -> None:
+    """A no-break space in the description and a private-use character in a label pass gate 2, in a
+    text whose bytes could begin a forbidden character; the gate does not say the text shows as it
+    is, and the egress escapes both wherever they appear."""
+    from ito_training_mcp.digest import digest_bytes
+    from ito_training_mcp.safe_read import read_regular_file
+
+    from .conftest import EXAMPLE_MANIFEST
+
+    document = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    document["description"] = "Tiếng Việt\u00a0đánh giá"
+    document["data"][0]["decontamination"]["eval_suites"] = ["đánh\ue000giá"]
+    path = tmp_path / "manifest.json"
+    path.write_bytes(json.dumps(document, ensure_ascii=False).encode())
+    digested = digest_bytes(read_regular_file(str(path), max_bytes=1 << 21, roots=None), summarize=True)
+    assert digested._shown_as_is is False and not digested.summary()["review"].shown_as_is
+    out = egress.clean_envelope(success(digested.summary(), notice="digested", live_api_contacted=False))
+    assert out.data is not None
+    assert out.data["review"]["description"] == "Tiếng Việt⟨U+00A0⟩đánh giá"
+    assert out.data["review"]["data"][0]["decontamination"]["eval_suites"] == ["đánh⟨U+E000⟩giá"]
+    assert "đánh⟨U+E000⟩giá" in out.data["review_text"] and "\ue000" not in out.to_json()
