@@ -36,6 +36,9 @@ class Engine(Protocol):
 
     def prepare(self, text: str) -> Any: ...
 
+    def prepare_encoded(self, text: str, encoded: bytes) -> Any:
+        """What `prepare(text)` returns, given `encoded`, the UTF-8 of `text` (the bytes it was read as)."""
+
     def anchored_rules(self, data: Any) -> set[int]:
         """Indexes of the rules at least one of whose anchors occurs in `data`."""
 
@@ -251,6 +254,9 @@ class Re2Engine:
     def prepare(self, text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
+    def prepare_encoded(self, text: str, encoded: bytes) -> bytes:
+        return encoded
+
     def anchored_rules(self, data: bytes) -> set[int]:
         found = self._anchor_set.Match(data)
         return {rule for anchor in found or () for rule in self._triggers[anchor]}
@@ -339,6 +345,9 @@ class PythonEngine:
                                    secret_rules.invisible_class(re2=False))
 
     def prepare(self, text: str) -> str:
+        return text
+
+    def prepare_encoded(self, text: str, encoded: bytes) -> str:
         return text
 
     def anchored_rules(self, data: str) -> set[int]:

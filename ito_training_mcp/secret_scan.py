@@ -442,7 +442,7 @@ def _text_size(source: bytes | str | None, strings: DocumentStrings) -> int:
 
 
 def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentStrings | None = None,
-         bounded: bool = False, source_invisible_free: bool = False) -> list[Finding]:
+         bounded: bool = False, source_invisible_free: bool = False, encoded: bytes | None = None) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it holds no escapes
@@ -451,7 +451,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     collects the document's keys and strings once for this scan and the caller.
     `source_invisible_free`: the caller has found that `source`, as it stands, holds no invisible
     character (the manifest's character rule refuses all of them, and looks at the bytes first): the
-    look at the text is then spared that search, a pass over it.
+    look at the text is then spared that search, a pass over it. `encoded`: the UTF-8 of a `source`
+    given as text, when the caller has it (the bytes it decoded): the look is spared encoding it.
 
     `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
     so never a valid manifest): the anchor and rule searches may then spend at most BOUNDED_PASSES
@@ -478,7 +479,11 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
             text = "\\"
         # A text without escapes shows every string as it is: one look for a run of combining marks
         # too long to normalise serves the raw text and every string.
-        data = engine.prepare(text) if "\\" not in text else None
+        encoded = source if isinstance(source, bytes) else encoded
+        if "\\" in text:
+            data = None
+        else:
+            data = engine.prepare(text) if encoded is None else engine.prepare_encoded(text, encoded)
         runs_checked = data is not None and not long_combining_run(text, data if isinstance(data, bytes) else None)
         if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data,
                                                invisible_checked=source_invisible_free):

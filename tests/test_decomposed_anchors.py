@@ -108,6 +108,9 @@ def test_texts_left_out_could_hold_nothing_and_the_others_are_each_normalised(pa
 def _scan_both_ways(document: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[Any]]:
     source = json.dumps(document, ensure_ascii=False)
     with_search = secret_scan.scan(document, source=source)
+    # the same given the bytes the text was read as, beside it or instead of it
+    assert secret_scan.scan(document, source=source, encoded=source.encode()) == with_search
+    assert secret_scan.scan(document, source=source.encode()) == with_search
     with monkeypatch.context() as patched:  # the long way: no look at the JSON text, every text normalised
         patched.setattr(secret_scan, "_raw_text_is_clean", lambda *args, **kwargs: False)
         patched.setattr(text_normal, "_could_hold_an_anchor", lambda odd, together, data: (odd, together))

@@ -271,6 +271,25 @@ def test_gate_2s_verdict_on_the_bytes_spares_the_egress_its_look_at_the_manifest
     assert all(id(text) not in looked for text in digested.summary()["review"].sources)
 
 
+def test_gate_2_hands_the_scanner_the_bytes_it_read_instead_of_encoding_their_text_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look at the JSON text searches its UTF-8: the bytes read are that already."""
+    from ito_training_mcp import manifest
+    from ito_training_mcp.secret_engine import default_engine
+
+    from .conftest import EXAMPLE_MANIFEST
+
+    document = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    document["data"][0]["decontamination"]["eval_suites"] = [f"Tiếng Việt đánh giá {i}" for i in range(60)]
+    content = json.dumps(document, ensure_ascii=False).encode()
+    engine = default_engine()
+    encoded: list[int] = []
+    real = type(engine).prepare
+    monkeypatch.setattr(type(engine), "prepare", lambda self, text: encoded.append(len(text)) or real(self, text))
+    manifest.parse_manifest(content)
+    assert len(content.decode()) not in encoded
+
+
 def test_a_character_the_egress_escapes_in_a_manifest_in_another_script_is_escaped(tmp_path: Any) -> None:
     """A no-break space in the description and a private-use character in a label pass gate 2, in a
     text whose bytes could begin a forbidden character; the gate does not say the text shows as it
