@@ -69,6 +69,7 @@ TALLY = "ito.tally"  # validation context: a `Tally` for the value rules' errors
 # Validation context: every eval-suite label of the document validated, joined by a line break (the
 # gate has it from its look for labels that are not strings).
 LABELS_TEXT = "ito.labels_text"
+ALL_SHOWN = "ito.all_shown"  # validation context: True when the bytes say every string shows as itself
 # The value rules stop looking once they have found one problem more than the refusal shows: the
 # refusal then says "at least" (a mebibyte can hold a hundred thousand such problems).
 COUNTED_MAX = MAX_SCHEMA_PROBLEMS
@@ -215,7 +216,7 @@ class TrainingManifest(_Strict):
             [ref.uri for ref in refs] + [d.report for d in decontaminations] + [manifest.checkpoints.storage],
             [d.checked_at for d in decontaminations], [d.eval_suites for d in decontaminations],
             lambda: _places_of(manifest), controls_possible=context.get(NO_CONTROLS) is not True, tally=tally,
-            labels_text=context.get(LABELS_TEXT))
+            labels_text=context.get(LABELS_TEXT), other_spaces_possible=context.get(ALL_SHOWN) is not True)
         if problems:
             raise ValidationError.from_exception_data(cls.__name__, problems)
         return manifest
@@ -310,7 +311,8 @@ class _SchemaRefusal:
         self.at_least = at_least
 
 
-def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManifest | _SchemaRefusal:
+def _validate(document: Any, *, controls_possible: bool = True, all_shown: bool = False
+              ) -> TrainingManifest | _SchemaRefusal:
     """The schema's verdict. Turning pydantic's errors into Python objects is what costs on a hostile
     document (45,000 unknown keys: ~60 ms, against ~10 ms to validate them), and only the first
     MAX_SCHEMA_PROBLEMS are reported. So, before validating:
@@ -322,7 +324,9 @@ def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManif
     keys of nested objects. None of this changes the problems reported, nor the count unless the
     rules stopped counting (`at_least`; see schema_trim.py). `controls_possible`: False when the
     caller knows from the bytes that no string holds a control character (the character rule's look
-    at them), so the URI rule skips its printability pass."""
+    at them), so the URI rule skips its printability pass. `all_shown`: the caller knows from the
+    bytes that every key and string shows as itself (`look_at_bytes`), so the label rule skips its
+    look for space separators other than the plain space."""
     trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
     labels_text = _labels_text(trimmed)
     stopped = False
@@ -334,7 +338,7 @@ def _validate(document: Any, *, controls_possible: bool = True) -> TrainingManif
     try:
         try:
             return TrainingManifest.model_validate(trimmed, strict=True, context={
-                NO_CONTROLS: not controls_possible, TALLY: tally, LABELS_TEXT: labels_text})
+                NO_CONTROLS: not controls_possible, TALLY: tally, LABELS_TEXT: labels_text, ALL_SHOWN: all_shown})
         except ManyErrors as many:
             raise many.exc from None
     except ValidationError as exc:
@@ -446,12 +450,13 @@ def parse_checked(content: bytes) -> Parsed:
         document = strict_json.loads_text(text, max_depth=None)
     except strict_json.StrictJSONError as exc:
         raise _invalid_json(exc) from None
-    look = look_at_bytes(content)  # C0 and DEL are in the rule's classes
+    look = look_at_bytes(content, characters=len(text))  # C0 and DEL are in the rule's classes
     forbidden_possible = look.forbidden_possible
     strings = secret_scan.DocumentStrings(document)
     refused_for_characters = forbidden_possible and (  # settled by the bytes without escapes
         b"\\" not in content or holds_forbidden(document, *strings.get()))
-    validated = None if refused_for_characters else _validate(document, controls_possible=forbidden_possible)
+    validated = None if refused_for_characters else _validate(document, controls_possible=forbidden_possible,
+                                                              all_shown=look.shown_as_is is True)
 
     def refuse(refusal: ManifestRefusal) -> ManifestRefusal:
         depth = strings.depth()  # counted by the walk of every string, when the scan or the rule made it

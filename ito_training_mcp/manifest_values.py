@@ -171,10 +171,13 @@ def uris_pass(uris: list[str], *, controls_possible: bool = True) -> bool:
             and _URI_PREFIX_SET.isdisjoint([uri for uri in uris if len(uri) <= _LONGEST_PREFIX]))
 
 
-def labels_pass(labels: Iterable[str], joined: str | None = None, *, lists: list[list[str]] | None = None) -> bool:
+def labels_pass(labels: Iterable[str], joined: str | None = None, *, lists: list[list[str]] | None = None,
+                other_spaces_possible: bool = True) -> bool:
     """Is every one of these labels (strings) not empty, and does it match the label pattern? False
     says "look at each", not "one misses". `joined`: the same labels joined by a line break, if the
     caller has it; `lists`: the lists they come from, if the caller has them.
+    `other_spaces_possible=False`: the caller knows from the bytes that every string shows as itself
+    (a space separator other than the plain space never does), so that look is skipped.
 
     Labels with no space separator but the plain one, joined by single spaces, with a space before
     and after, hold no two spaces in a row exactly when none of them is empty, starts or ends with a
@@ -184,7 +187,7 @@ def labels_pass(labels: Iterable[str], joined: str | None = None, *, lists: list
         lists = [labels if isinstance(labels, list) else list(labels)]
     if joined is None:
         joined = "\n".join(chain.from_iterable(lists))
-    if _holds_other_space(joined, chain.from_iterable(lists)):
+    if other_spaces_possible and _holds_other_space(joined, chain.from_iterable(lists)):
         return False
     if " " not in joined:
         return all(map(all, lists))  # no empty one
@@ -224,7 +227,8 @@ class Tally:
 
 def problems_of_valid(uris: list[str], dates: list[Any], suites: list[list[str]],
                       places: Callable[[], Iterable[Place]], *, controls_possible: bool = True,
-                      tally: Tally | None = None, labels_text: str | None = None) -> list[InitErrorDetails]:
+                      tally: Tally | None = None, labels_text: str | None = None,
+                      other_spaces_possible: bool = True) -> list[InitErrorDetails]:
     """The problems of a manifest whose every other constraint passed (so every URI and label is a
     string of an allowed length, every list of suites of an allowed length): nothing, after one look
     at each rule's values, unless that look finds something; then `problems_at(places())` for the
@@ -235,7 +239,8 @@ def problems_of_valid(uris: list[str], dates: list[Any], suites: list[list[str]]
         looking.add(URI)
     if not (all(type(d) is str for d in dates) and all(date_problem(d) is None for d in set(dates))):
         looking.add(DATE)
-    if not labels_pass(chain.from_iterable(suites), labels_text, lists=suites):
+    if not labels_pass(chain.from_iterable(suites), labels_text, lists=suites,
+                       other_spaces_possible=other_spaces_possible):
         looking.add(SUITES)
     return problems_at(places(), tally, looking, look_first=False) if looking else []
 
