@@ -15,9 +15,11 @@ A manifest may hold none of them (class `invisible`); every string that leaves s
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Iterable
 from functools import cache
+from itertools import compress
 
 DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
     (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
@@ -77,6 +79,31 @@ def shows(ch: str) -> bool:
     """Is this one character shown as itself: printable, and not one that shows as nothing? (The
     egress writes every other as `⟨U+XXXX⟩`; gate 2's look at the bytes asks the same question.)"""
     return ch.isprintable() and not is_invisible(ch)
+
+
+# From here on (planes 4 to 16: unassigned, tag characters, variation selectors, private use) no
+# character shows as itself in any Unicode version so far; they are taken whole, without asking.
+# Taking more than needed is safe: a search for them then only says "not known".
+NOT_SHOWN_WHOLE_FROM = 0x40000
+_LAYOUT = (0x09, 0x0A, 0x0D)  # the only raw control characters in strict JSON, and only between its tokens
+
+
+@cache
+def not_shown_ranges() -> tuple[tuple[int, int], ...]:
+    """Every code point that `shows` says no to, but tab, newline and carriage return, and but the
+    surrogates (never in UTF-8), as sorted (low, high) runs: from this Python's own Unicode database,
+    so that a search of UTF-8 for them agrees with the egress (~50 ms, once)."""
+    below = range(NOT_SHOWN_WHOLE_FROM)
+    points = set(compress(below, map(operator.not_, map(str.isprintable, map(chr, below)))))
+    points.update(INVISIBLE_POINTS, range(NOT_SHOWN_WHOLE_FROM, 0x110000))
+    points.difference_update(_LAYOUT, range(0xD800, 0xE000))
+    runs: list[tuple[int, int]] = []
+    for point in sorted(points):
+        if runs and runs[-1][1] == point - 1:
+            runs[-1] = (runs[-1][0], point)
+        else:
+            runs.append((point, point))
+    return tuple(runs)
 
 
 def utf8_starts(points: Iterable[int]) -> Callable[[bytes], bool]:

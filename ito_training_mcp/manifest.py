@@ -468,7 +468,7 @@ def parse_checked(content: bytes) -> Parsed:
     # forbidden character spare the scanner its own search for them.
     findings = secret_scan.scan(document, source=text, strings=strings,
                                 bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters,
-                                source_invisible_free=not forbidden_possible, encoded=content)
+                                source_invisible_free=not forbidden_possible, encoded=content, facts=look.facts)
     if findings:
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,

@@ -19,8 +19,10 @@ from functools import cache
 from itertools import accumulate, compress
 from typing import Any, NamedTuple
 
-from .invisible import INVISIBLE_POINTS, utf8_starts
+from . import byte_facts
+from .byte_facts import ByteFacts
 from .invisible import character_class as invisible_class
+from .invisible import utf8_starts
 from .pointers import pointer as safe_pointer
 
 # Characters that could make a terminal or a viewer show something other than the bytes the person
@@ -116,34 +118,6 @@ def _re2_class(re2: Any, ranges: list[tuple[int, int]]) -> Any:
     return re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]", options)
 
 
-# From here on (planes 4 to 16: unassigned, tag characters, variation selectors, private use) no
-# character shows as itself in any Unicode version so far; they are taken whole, without asking.
-# Taking more than needed is safe: the look then only says "unknown".
-_TAKEN_WHOLE_FROM = 0x40000
-_SURROGATES = range(0xD800, 0xE000)  # never in UTF-8
-
-
-@cache
-def _not_shown_search() -> Callable[[bytes], bool] | None:
-    """Does UTF-8 `data` hold a character other than layout (tab, newline, carriage return) that is
-    not shown as itself (`invisible.shows`: not printable, or invisible), or a forbidden one? One RE2
-    pass over a class built from this Python's own Unicode database, so it agrees with the egress
-    that asks the same of each character (~50 ms, once). None without RE2."""
-    try:
-        import re2
-    except ImportError:  # pragma: no cover - exercised where no wheel exists
-        return None
-    below = range(0x80, _TAKEN_WHOLE_FROM)
-    points = set(compress(below, map(operator.not_, map(str.isprintable, map(chr, below)))))
-    points.update(INVISIBLE_POINTS, _code_points(_LAYOUT), range(_TAKEN_WHOLE_FROM, 0x110000))
-    points.difference_update(_SURROGATES)
-    compiled = _re2_class(re2, _ranges(sorted(points)))
-    return lambda data: compiled.search(data) is not None
-
-
-_LAYOUT = "\t\n\r"  # the only raw control characters in strict JSON, and only between its tokens
-
-
 class BytesLook(NamedTuple):
     """What one look at a strict JSON text's bytes says about its keys and strings."""
 
@@ -152,17 +126,19 @@ class BytesLook(NamedTuple):
     # then passes: the escapes it allows make only those). False: not known. None: not looked at
     # (`shown_as_is` answers).
     shown_as_is: bool | None
+    facts: ByteFacts | None = None  # byte_facts' answers, when the look took them (for the scanner)
 
 
 def look_at_bytes(content: bytes, *, characters: int | None = None) -> BytesLook:
     """One look at the bytes of a strict JSON text (of `characters` characters, if the caller knows).
     A key or string holds a character raw or as an escape; outside them there is only layout. In a
     text in other scripts whose bytes could begin a forbidden character, the search for those is
-    replaced by the search of `shown_as_is`, a superset, at the same cost (~2.5 ms a mebibyte):
-    finding nothing, it answers both. A text mostly in other scripts (a quarter of its characters
-    or more not ASCII, told by `characters`) is searched so at once: the few byte searches that
-    could say "nothing forbidden" cost as much there (~3 ms a mebibyte of Devanagari). Other text
-    whose bytes begin no forbidden character is not searched."""
+    replaced by `byte_facts`' one pass, which looks for every character not shown as itself (a
+    superset) and answers the scanner's questions too, at the cost of one search (~3 ms a
+    mebibyte): finding no such character, it answers both. A text mostly in other scripts (a
+    quarter of its characters or more not ASCII, told by `characters`) takes that pass at once: the
+    few byte searches that could say "nothing forbidden" cost as much there (~3 ms a mebibyte of
+    Devanagari). Other text whose bytes begin no forbidden character takes no pass here."""
     escapes = b"\\" in content
     if escapes and _FORBIDDEN_ESCAPE.search(content) is not None:
         return BytesLook(True, False)
@@ -173,9 +149,10 @@ def look_at_bytes(content: bytes, *, characters: int | None = None) -> BytesLook
     mostly_other_scripts = characters is not None and 4 * (len(content) - characters) >= characters
     if not mostly_other_scripts and not forbidden_search.begun(content):
         return BytesLook(False, None)
-    if shown_as_is(content):
-        return BytesLook(False, True)
-    return BytesLook(forbidden_search.search(content), False)
+    found = byte_facts.facts(content)
+    if found is not None and not found.not_shown:
+        return BytesLook(False, not _unicode_escapes(content), found)
+    return BytesLook(forbidden_search.search(content), False, found)
 
 
 def shown_as_is(content: bytes) -> bool:
@@ -183,14 +160,14 @@ def shown_as_is(content: bytes) -> bool:
     provided the character rule passes it? True is certain; False may only mean "not known". A
     `\\u` escape can make any character, so a text with one is not known (a `\\\\u`, an escaped
     backslash and a letter, counts too: that only costs the egress its own look); the escapes the
-    rule allows make only tab and newline. Otherwise one search of the bytes for a character that is
-    not shown as itself, layout aside (`_not_shown_search`)."""
+    rule allows make only tab and newline. Otherwise one pass over the bytes (`byte_facts`) for a
+    character that is not shown as itself (`invisible.not_shown_ranges`), layout aside."""
     if _unicode_escapes(content):
         return False
     if content.isascii():
         return b"\x7f" not in content
-    search = _not_shown_search()
-    return search is not None and not search(content)
+    found = byte_facts.facts(content)
+    return found is not None and not found.not_shown
 
 
 def _unicode_escapes(content: bytes) -> bool:

@@ -236,7 +236,8 @@ class Re2Engine:
         for anchor in anchors:
             self._anchor_set.Add(anchor)
         self._anchor_set.Compile()
-        self._any_anchor = re2.compile("|".join(anchors), options)
+        self.anchor_pattern = "|".join(anchors)  # for byte_facts' one pass
+        self._any_anchor = re2.compile(self.anchor_pattern, options)
         self._rules = [re2.compile(secret_rules.for_re2(rule.pattern), options) for rule in RULES]
         self._bounded = [re2.compile(secret_rules.for_re2(_bounded(rule)), options) if rule.boundary else None
                          for rule in RULES]

@@ -31,6 +31,7 @@ from itertools import compress, count, repeat
 from typing import Any
 
 from . import decomposed_anchors, pointers
+from .byte_facts import ByteFacts
 from .document_strings import DocumentStrings as DocumentStrings
 from .document_strings import Span as _Span
 from .scan_strings import BOUNDED_FLOOR as BOUNDED_FLOOR
@@ -289,7 +290,7 @@ _HANGUL_SYLLABLE_LEADS = (b"\xea", b"\xeb", b"\xec", b"\xed")  # U+AC00..U+D7A3 
 
 
 def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, runs_checked: bool = False,
-                       data: Any = None, invisible_checked: bool = False) -> bool:
+                       data: Any = None, invisible_checked: bool = False, facts: ByteFacts | None = None) -> bool:
     """True when the JSON text (no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -298,7 +299,8 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     then so is each of its strings (`"` is a starter that composes with nothing), and each is
     its own `normalize`. Text in NFKD is searched for decomposed anchors (decomposed_anchors.py),
     and each string where one is found is normalised before it is checked. `invisible_checked`: the
-    caller knows the text holds no invisible character.
+    caller knows the text holds no invisible character. `facts`: `byte_facts.facts(data)`, which
+    answer whether the text may compose and whether an anchor occurs in it as written.
     """
     ascii_only = text.isascii()
     if not ascii_only and not runs_checked and long_combining_run(text):
@@ -313,7 +315,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         # character that may compose (a look at its bytes, then at most one search): NFKC's own look
         # would normalise all of it to tell.
         in_nfkd = unicodedata.is_normalized("NFKD", text)
-        decomposed = in_nfkd and decomposed_anchors.may_compose(data)
+        decomposed = in_nfkd and (decomposed_anchors.may_compose(data) if facts is None else facts.composing)
         if not in_nfkd and (decomposed_anchors.holds_latin_marks(data) or not unicodedata.is_normalized("NFKC", text)):
             # Neither form: full-width forms, or letters composed and not (Latin combining marks in
             # a text not in NFKD are taken for that: NFKC's look would normalise all of it to tell).
@@ -332,6 +334,8 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
             if spelt.count('"') != text.count('"') or "\\" in spelt:
                 return False
             text, data, decomposed, segment_runs_checked = spelt, engine.prepare(spelt), True, False
+    if facts is not None and not decomposed and not facts.anchor:
+        return True  # searched as it stands (NFKC, or NFKD that composes nothing), and no anchor in it
     next_anchor = (engine.next_ascii_anchor if ascii_only else
                    engine.next_decomposed_anchor if decomposed else engine.next_anchor)
     normalising = _LOOK_NORMALISES  # characters of found strings this look may normalise before the walk does
@@ -442,7 +446,8 @@ def _text_size(source: bytes | str | None, strings: DocumentStrings) -> int:
 
 
 def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentStrings | None = None,
-         bounded: bool = False, source_invisible_free: bool = False, encoded: bytes | None = None) -> list[Finding]:
+         bounded: bool = False, source_invisible_free: bool = False, encoded: bytes | None = None,
+         facts: ByteFacts | None = None) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it holds no escapes
@@ -453,6 +458,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     character (the manifest's character rule refuses all of them, and looks at the bytes first): the
     look at the text is then spared that search, a pass over it. `encoded`: the UTF-8 of a `source`
     given as text, when the caller has it (the bytes it decoded): the look is spared encoding it.
+    `facts`: `byte_facts.facts(encoded)`, when the caller took them: the look is spared the searches
+    they answer (whether the text may compose, whether an anchor occurs as written).
 
     `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
     so never a valid manifest): the anchor and rule searches may then spend at most BOUNDED_PASSES
@@ -486,7 +493,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
             data = engine.prepare(text) if encoded is None else engine.prepare_encoded(text, encoded)
         runs_checked = data is not None and not long_combining_run(text, data if isinstance(data, bytes) else None)
         if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data,
-                                               invisible_checked=source_invisible_free):
+                                               invisible_checked=source_invisible_free,
+                                               facts=facts if data is encoded else None):
             return []
         if not text.isascii():  # the walk decides as if this look had not been made: with all its budget
             budget, memo = fresh(), _Memo()

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import decomposed_anchors, secret_rules, secret_scan, text_normal
+from ito_training_mcp import byte_facts, decomposed_anchors, secret_rules, secret_scan, text_normal
 from ito_training_mcp.secret_engine import PythonEngine, default_engine
 
 from .conftest import CANARY_GITHUB, CANARY_TOKEN
@@ -108,9 +108,12 @@ def test_texts_left_out_could_hold_nothing_and_the_others_are_each_normalised(pa
 def _scan_both_ways(document: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[Any]]:
     source = json.dumps(document, ensure_ascii=False)
     with_search = secret_scan.scan(document, source=source)
-    # the same given the bytes the text was read as, beside it or instead of it
-    assert secret_scan.scan(document, source=source, encoded=source.encode()) == with_search
-    assert secret_scan.scan(document, source=source.encode()) == with_search
+    # the same given the bytes the text was read as, beside it or instead of it, and with the one
+    # pass's answers (byte_facts) where RE2 gives them
+    encoded = source.encode()
+    assert secret_scan.scan(document, source=source, encoded=encoded) == with_search
+    assert secret_scan.scan(document, source=encoded) == with_search
+    assert secret_scan.scan(document, source=source, encoded=encoded, facts=byte_facts.facts(encoded)) == with_search
     with monkeypatch.context() as patched:  # the long way: no look at the JSON text, every text normalised
         patched.setattr(secret_scan, "_raw_text_is_clean", lambda *args, **kwargs: False)
         patched.setattr(text_normal, "_could_hold_an_anchor", lambda odd, together, data: (odd, together))
@@ -171,6 +174,32 @@ def test_a_credential_in_a_decomposed_manifest_is_found_and_the_rest_is_not_norm
     assert [(f.pointer, f.kind) for f in findings] == [("/labels/123", "github_token")]
     assert sum(normalised) < 2 * len(labels[123]) + 64  # that label alone, not the 300
     assert decomposed_anchors.pattern(re2=True).count("|") == decomposed_anchors.pattern(re2=False).count("|")
+
+
+@pytest.mark.parametrize("key", ["contraseña", "パスワード", "비밀번호", "Passwörter"])
+@pytest.mark.parametrize("form", ["NFKD", "NFC"])
+def test_a_credential_name_that_only_composing_spells_is_found_in_a_manifest_in_another_script(
+        key: str, form: str) -> None:
+    """Through the gate, where the one pass (byte_facts) answers the scanner's questions: a key that
+    spells a credential's name only once composed (decomposed, its letters hold no anchor as
+    written) is found among labels in another script."""
+    from ito_training_mcp import manifest
+    from ito_training_mcp.errors import ManifestRefusal
+
+    from .conftest import EXAMPLE_MANIFEST
+
+    document = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    labels = [unicodedata.normalize(form, f"한국어 평가 데이터 Tiếng Việt {i}") for i in range(60)]
+    for ref in document["data"]:
+        ref["decontamination"]["eval_suites"] = labels
+    document["data"][0][unicodedata.normalize(form, key)] = "Tr0ub4dor-and-3-more-words"
+    content = json.dumps(document, ensure_ascii=False).encode()
+    assert manifest.look_at_bytes(content, characters=len(content.decode())).facts is not None or \
+        byte_facts.facts(content) is None  # the gate took the one pass (where RE2 is installed)
+    with pytest.raises(ManifestRefusal) as refused:
+        manifest.parse_manifest(content)
+    assert refused.value.code == "MANIFEST_SECRET"
+    assert any(f["pointer"].startswith("/data/0/") for f in refused.value.details["findings"])
 
 
 def test_thousands_of_texts_that_all_need_cleaning_cost_a_bounded_number_of_searches(

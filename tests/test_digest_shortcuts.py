@@ -334,24 +334,47 @@ def test_the_bytes_said_shown_as_is_only_when_every_key_and_string_shows(documen
 
 
 def test_the_search_for_characters_not_shown_agrees_with_the_egress_on_every_code_point() -> None:
-    """Below the planes it takes whole, the class is exactly the characters the egress escapes (and
-    layout aside, the forbidden ones); above, everything."""
-    from ito_training_mcp.invisible import shows
+    """Below the planes it takes whole, the class is exactly the characters the egress escapes, but
+    layout; above, everything. Every forbidden character is one of them."""
+    from ito_training_mcp import byte_facts
+    from ito_training_mcp.invisible import NOT_SHOWN_WHOLE_FROM, shows
 
-    search = manifest_characters._not_shown_search()
-    if search is None:
+    if byte_facts.facts(b"a") is None:
         pytest.skip("RE2 is not installed")
-    below = [chr(c) for c in range(0x80, manifest_characters._TAKEN_WHOLE_FROM) if not 0xD800 <= c < 0xE000]
+
+    def not_shown(ch: str) -> bool:
+        found = byte_facts.facts(ch.encode())
+        assert found is not None
+        return found.not_shown
+
+    below = [chr(c) for c in range(NOT_SHOWN_WHOLE_FROM) if not 0xD800 <= c < 0xE000]
     shown = [ch for ch in below if shows(ch)]
-    assert not search("".join(shown).encode())
+    assert not not_shown("".join(shown))
     assert not {chr(c) for c in manifest_characters._code_points()} & set(shown)  # so every forbidden one is in it
     for ch in below:
         if not shows(ch):
-            assert search(ch.encode()), hex(ord(ch))
-    for c in range(manifest_characters._TAKEN_WHOLE_FROM, 0x110000, 97):
-        assert search(chr(c).encode()), hex(c)
-    for c in (*range(0x80), 0x10FFFF):
-        assert search(chr(c).encode()) == (c not in (9, 10, 13) and not shows(chr(c))), hex(c)
+            assert not_shown(ch) == (ch not in "\t\n\r"), hex(ord(ch))
+    for c in range(NOT_SHOWN_WHOLE_FROM, 0x110000, 97):
+        assert not_shown(chr(c)), hex(c)
+    assert not_shown("\U0010ffff")
+
+
+@pytest.mark.parametrize("text", ["a", "Tiếng Việt", "e\u0301", "한국어", "\u1100\u1161", "ｐａｓｓｗｏｒｄ", "password",
+                                  "xghp_x", "\u00a0", "\ue000", "पासवर्ड", "密码", "Passwort", "\u200b"])
+def test_the_one_pass_answers_each_question_as_its_own_search_does(text: str) -> None:
+    """byte_facts against the searches it stands for: the egress's characters, NFKC's "may compose",
+    and the scanner's anchors as written."""
+    from ito_training_mcp import byte_facts, decomposed_anchors
+    from ito_training_mcp.invisible import shows
+    from ito_training_mcp.secret_engine import default_engine
+
+    data = f'{{"k": "{text}"}}'.encode()
+    found = byte_facts.facts(data)
+    if found is None:
+        pytest.skip("RE2 is not installed")
+    assert found.not_shown == any(not shows(ch) for ch in text)
+    assert found.composing == decomposed_anchors.may_compose(data)
+    assert found.anchor == (default_engine().next_anchor(data, 0) >= 0)
 
 
 def test_every_forbidden_character_is_seen_in_the_bytes_raw_and_escaped() -> None:
