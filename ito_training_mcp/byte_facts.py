@@ -8,28 +8,39 @@ of its bytes (~2.5-3 ms a mebibyte each, against ~4 ms for `sha256` and `json.lo
 - does the text hold a character that NFKC may compose with the one before it
   (`decomposed_anchors.COMPOSING`)?
 - does it hold an anchor of the secret scanner, as written (the engine's any-anchor search)?
+- could it be other than in NFKC, and could it be other than in NFKD? Unicode's quick check says a
+  text is in a form when it holds no character whose quick-check value for that form is other than
+  Yes, and no non-starter follows one of a higher combining class; that answer is final (UAX #15).
+  The characters are those the form changes when they stand alone (`unicodedata`), and for NFKC
+  also those that may compose with the one before (`COMPOSING`); each adjacent pair out of
+  canonical order is a pattern of its own.
 
-RE2's set search answers all three in one pass, at the cost of one search: it reports which of the
-patterns occur anywhere, not where. A valid manifest usually holds none, and then nothing else
+RE2's set search answers all of them in one pass, at the cost of one search: it reports which of
+the patterns occur anywhere, not where. A valid manifest usually holds none, and then nothing else
 needs to look; when one occurs, the code that asked looks for it itself, as it would have. Only with
 RE2 (a dependency): without it there are no facts, and every question is asked the long way.
 """
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Iterable
 from functools import cache
+from itertools import compress
 from typing import Any, NamedTuple
 
 
 class ByteFacts(NamedTuple):
-    """Which of the three occur somewhere in the bytes (True: at least once; False: nowhere)."""
+    """Which questions' patterns occur somewhere in the bytes (True: at least once; False: nowhere)."""
 
-    not_shown: bool
-    composing: bool
-    anchor: bool
+    not_shown: bool  # a character the egress would escape (layout aside)
+    composing: bool  # a character NFKC may compose with the one before
+    anchor: bool  # an anchor of the secret scanner, as written
+    nfkc_unsure: bool  # False: the text is in NFKC (certain)
+    nfkd_unsure: bool  # False: the text is in NFKD (certain)
 
 
-_NOT_SHOWN, _COMPOSING, _ANCHOR = 0, 1, 2
+_NOT_SHOWN, _COMPOSING, _ANCHOR, _NFKC_UNSURE, _NFKD_UNSURE = range(5)
 
 
 def facts(data: bytes) -> ByteFacts | None:
@@ -38,16 +49,61 @@ def facts(data: bytes) -> ByteFacts | None:
     if search is None:
         return None
     found = set(search.Match(data) or ())
-    return ByteFacts(_NOT_SHOWN in found, _COMPOSING in found, _ANCHOR in found)
+    return ByteFacts(_NOT_SHOWN in found, _COMPOSING in found, _ANCHOR in found, _NFKC_UNSURE in found,
+                     _NFKD_UNSURE in found)
 
 
-def _class(ranges: tuple[tuple[int, int], ...]) -> str:
+def _runs(points: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    runs: list[tuple[int, int]] = []
+    for point in sorted(points):
+        if runs and runs[-1][1] == point - 1:
+            runs[-1] = (runs[-1][0], point)
+        else:
+            runs.append((point, point))
+    return tuple(runs)
+
+
+def _class(ranges: Iterable[tuple[int, int]]) -> str:
     return "[" + "".join(f"\\x{{{low:x}}}-\\x{{{high:x}}}" for low, high in ranges) + "]"
+
+
+# Every character with a decomposition lies below U+30000 (the CJK compatibility ideographs end at
+# U+2FA1D); every non-starter below U+20000 (text_normal's bound). A test checks both.
+_DECOMPOSING_BELOW = 0x30000
+_HANGUL_SYLLABLES = range(0xAC00, 0xD7A4)  # decomposed by rule, not by a mapping in the database
+
+
+@cache
+def normal_form_patterns() -> tuple[str, str]:
+    """The patterns of "could be other than in NFKC" and "... NFKD", from this Python's `unicodedata`
+    (~40 ms, once): the characters that form changes alone, or (NFKC) that may compose; or a
+    non-starter right after one of a higher combining class."""
+    from .decomposed_anchors import COMPOSING
+    from .text_normal import last_plane_with_non_starters
+
+    below = range(_DECOMPOSING_BELOW)
+    decomposing = list(compress(below, map(bool, map(unicodedata.decomposition, map(chr, below)))))
+    # Hangul syllables: NFKD takes each apart, NFKC leaves each as it is (a test checks every one)
+    nfkd_changes = [*(c for c in decomposing if unicodedata.normalize("NFKD", chr(c)) != chr(c)), *_HANGUL_SYLLABLES]
+    nfkc_changes = [c for c in decomposing if unicodedata.normalize("NFKC", chr(c)) != chr(c)]
+    composing = [c for low, high in COMPOSING for c in range(low, high + 1)]
+    by_class: dict[int, list[int]] = {}
+    marks = range(0x300, last_plane_with_non_starters() + 1)
+    for code, combining in zip(marks, map(unicodedata.combining, map(chr, marks)), strict=True):
+        if combining:
+            by_class.setdefault(combining, []).append(code)
+    classes = sorted(by_class)
+    out_of_order = "|".join(
+        _class(_runs(c for higher in classes[i + 1:] for c in by_class[higher])) + _class(_runs(by_class[lower]))
+        for i, lower in enumerate(classes[:-1]))
+    return (f"{_class(_runs(nfkc_changes + composing))}|{out_of_order}",
+            f"{_class(_runs(nfkd_changes))}|{out_of_order}")
 
 
 @cache
 def _set_search() -> Any:
-    """Compiled at first use (~60 ms with `not_shown_ranges`, once)."""
+    """Compiled at first use (~100 ms with the tables of `not_shown_ranges` and
+    `normal_form_patterns`, once)."""
     from .decomposed_anchors import COMPOSING
     from .invisible import not_shown_ranges
     from .secret_engine import default_engine
@@ -61,8 +117,9 @@ def _set_search() -> Any:
     options.never_capture = True
     options.max_mem = 64 << 20
     search = re2.Set.SearchSet(options)
+    nfkc, nfkd = normal_form_patterns()
     for index, pattern in ((_NOT_SHOWN, _class(not_shown_ranges())), (_COMPOSING, _class(COMPOSING)),
-                           (_ANCHOR, anchors)):
+                           (_ANCHOR, anchors), (_NFKC_UNSURE, nfkc), (_NFKD_UNSURE, nfkd)):
         if search.Add(pattern) != index:
             raise RuntimeError("byte_facts: RE2 numbered a pattern otherwise")
     search.Compile()

@@ -95,7 +95,7 @@ def not_shown_ranges() -> tuple[tuple[int, int], ...]:
     so that a search of UTF-8 for them agrees with the egress (~50 ms, once)."""
     below = range(NOT_SHOWN_WHOLE_FROM)
     points = set(compress(below, map(operator.not_, map(str.isprintable, map(chr, below)))))
-    points.update(INVISIBLE_POINTS, range(NOT_SHOWN_WHOLE_FROM, 0x110000))
+    points.update(c for c in INVISIBLE_POINTS if c < NOT_SHOWN_WHOLE_FROM)
     points.difference_update(_LAYOUT, range(0xD800, 0xE000))
     runs: list[tuple[int, int]] = []
     for point in sorted(points):
@@ -103,6 +103,10 @@ def not_shown_ranges() -> tuple[tuple[int, int], ...]:
             runs[-1] = (runs[-1][0], point)
         else:
             runs.append((point, point))
+    if runs and runs[-1][1] == NOT_SHOWN_WHOLE_FROM - 1:
+        runs[-1] = (runs[-1][0], 0x10FFFF)
+    else:
+        runs.append((NOT_SHOWN_WHOLE_FROM, 0x10FFFF))
     return tuple(runs)
 
 

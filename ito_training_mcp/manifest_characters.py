@@ -132,13 +132,15 @@ class BytesLook(NamedTuple):
 def look_at_bytes(content: bytes, *, characters: int | None = None) -> BytesLook:
     """One look at the bytes of a strict JSON text (of `characters` characters, if the caller knows).
     A key or string holds a character raw or as an escape; outside them there is only layout. In a
-    text in other scripts whose bytes could begin a forbidden character, the search for those is
-    replaced by `byte_facts`' one pass, which looks for every character not shown as itself (a
-    superset) and answers the scanner's questions too, at the cost of one search (~3 ms a
-    mebibyte): finding no such character, it answers both. A text mostly in other scripts (a
-    quarter of its characters or more not ASCII, told by `characters`) takes that pass at once: the
-    few byte searches that could say "nothing forbidden" cost as much there (~3 ms a mebibyte of
-    Devanagari). Other text whose bytes begin no forbidden character takes no pass here."""
+    text that is not ASCII, the search for those is replaced by `byte_facts`' one pass, which looks
+    for every character not shown as itself (a superset) and answers the scanner's questions too,
+    at the cost of one search (~3 ms a mebibyte): finding no such character, it answers both. The
+    scanner's look at such a text without escapes searches all of it at least once, which the pass
+    usually spares (a manifest seldom holds an anchor as written). A text with escapes, where the
+    scanner does not look, takes the pass only when its bytes could begin a forbidden character (a
+    few byte searches tell), or when it is mostly in other scripts (a quarter of its characters or
+    more not ASCII, told by `characters`), where those byte searches cost as much (~3 ms a
+    mebibyte of Devanagari)."""
     escapes = b"\\" in content
     if escapes and _FORBIDDEN_ESCAPE.search(content) is not None:
         return BytesLook(True, False)
@@ -147,7 +149,7 @@ def look_at_bytes(content: bytes, *, characters: int | None = None) -> BytesLook
         return BytesLook(forbidden, not forbidden and not _unicode_escapes(content))
     forbidden_search = _utf8_search(_C0)
     mostly_other_scripts = characters is not None and 4 * (len(content) - characters) >= characters
-    if not mostly_other_scripts and not forbidden_search.begun(content):
+    if escapes and not mostly_other_scripts and not forbidden_search.begun(content):
         return BytesLook(False, None)
     found = byte_facts.facts(content)
     if found is not None and not found.not_shown:

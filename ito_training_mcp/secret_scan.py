@@ -300,7 +300,8 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     its own `normalize`. Text in NFKD is searched for decomposed anchors (decomposed_anchors.py),
     and each string where one is found is normalised before it is checked. `invisible_checked`: the
     caller knows the text holds no invisible character. `facts`: `byte_facts.facts(data)`, which
-    answer whether the text may compose and whether an anchor occurs in it as written.
+    answer whether the text may compose, whether an anchor occurs in it as written, and (when they
+    can) whether it is in NFKC or NFKD.
     """
     ascii_only = text.isascii()
     if not ascii_only and not runs_checked and long_combining_run(text):
@@ -311,12 +312,15 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     if not ascii_only:
         if not invisible_checked and engine.invisible(data, 0) is not None:
             return False
-        # NFKD's look is cheap whatever the text. A text in NFKD is in NFKC too unless it holds a
-        # character that may compose (a look at its bytes, then at most one search): NFKC's own look
-        # would normalise all of it to tell.
-        in_nfkd = unicodedata.is_normalized("NFKD", text)
+        # The facts, when given, settle either form at once where Unicode's quick check would.
+        # Otherwise: NFKD's look is cheap whatever the text. A text in NFKD is in NFKC too unless it
+        # holds a character that may compose (a look at its bytes, then at most one search): NFKC's
+        # own look would normalise all of it to tell.
+        in_nfkd = (facts is not None and not facts.nfkd_unsure) or unicodedata.is_normalized("NFKD", text)
         decomposed = in_nfkd and (decomposed_anchors.may_compose(data) if facts is None else facts.composing)
-        if not in_nfkd and (decomposed_anchors.holds_latin_marks(data) or not unicodedata.is_normalized("NFKC", text)):
+        in_nfkc = (facts is not None and not facts.nfkc_unsure) or (
+            not decomposed_anchors.holds_latin_marks(data) and unicodedata.is_normalized("NFKC", text))
+        if not in_nfkd and not in_nfkc:
             # Neither form: full-width forms, or letters composed and not (Latin combining marks in
             # a text not in NFKD are taken for that: NFKC's look would normalise all of it to tell).
             # Its NFKD is searched instead, when that leaves every quote where it was (U+FF02

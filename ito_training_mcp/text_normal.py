@@ -47,6 +47,12 @@ _SHORT_TEXT = 4096
 # once pass over it.
 COMBINING_RUN_MAX = 30
 _LAST_PLANE_WITH_NON_STARTERS = 0x1FFFF  # a test checks that no plane above holds one
+
+
+def last_plane_with_non_starters() -> int:
+    """The last code point of the last plane holding a non-starter (a test keeps it so)."""
+    return _LAST_PLANE_WITH_NON_STARTERS
+
 # Starters whose decomposition begins with a non-starter: in a row they make a run of non-starters as
 # long when decomposed (an attacker review: 30,000 U+0F73 took NFKC 4 s, 120,000 took 66 s). They
 # count as non-starters here; a test checks that no other character decomposes so.

@@ -1,0 +1,93 @@
+"""byte_facts: the one pass over a manifest's bytes. Each answer is checked against the long way it
+stands for (unicodedata, the egress's own test of a character, the scanner's own searches), on every
+code point where that is cheap, and on generated texts."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ito_training_mcp import byte_facts, decomposed_anchors, text_normal
+
+pytestmark = pytest.mark.skipif(byte_facts.facts(b"a") is None, reason="RE2 is not installed")
+
+SURROGATES = range(0xD800, 0xE000)
+COMPOSING = {c for low, high in decomposed_anchors.COMPOSING for c in range(low, high + 1)}
+
+
+def _facts(text: str) -> byte_facts.ByteFacts:
+    found = byte_facts.facts(text.encode())
+    assert found is not None
+    return found
+
+
+def test_the_tables_bounds_hold_in_this_pythons_unicode_database() -> None:
+    """No character at or above _DECOMPOSING_BELOW has a decomposition, no Hangul syllable is changed
+    by NFKC (and each by NFKD), and no non-starter lies past text_normal's bound."""
+    assert not any(unicodedata.decomposition(chr(c)) for c in range(byte_facts._DECOMPOSING_BELOW, 0x110000))
+    for c in byte_facts._HANGUL_SYLLABLES:
+        assert unicodedata.normalize("NFKC", chr(c)) == chr(c) != unicodedata.normalize("NFKD", chr(c))
+    assert not any(unicodedata.combining(chr(c)) for c in range(text_normal.last_plane_with_non_starters() + 1,
+                                                                 0x110000))
+
+
+def test_each_character_alone_is_unsure_exactly_where_the_form_changes_it() -> None:
+    """One character alone: "could be other than in NFKD" exactly when NFKD changes it; "... NFKC"
+    exactly when NFKC changes it or it may compose with the one before. The characters that are sure
+    are checked together, each after a plain letter (no pair of them can be out of order then)."""
+    nfkc_sure, nfkd_sure = [], []
+    for c in range(0x110000):
+        if c in SURROGATES:
+            continue
+        ch = chr(c)
+        if unicodedata.normalize("NFKC", ch) != ch or c in COMPOSING:
+            assert _facts(ch).nfkc_unsure, hex(c)
+        else:
+            nfkc_sure.append(ch)
+        if unicodedata.normalize("NFKD", ch) != ch:
+            assert _facts(ch).nfkd_unsure, hex(c)
+        else:
+            nfkd_sure.append(ch)
+    assert not _facts("a" + "a".join(nfkc_sure)).nfkc_unsure
+    assert not _facts("a" + "a".join(nfkd_sure)).nfkd_unsure
+
+
+def test_every_pair_of_non_starters_out_of_canonical_order_is_unsure_and_in_order_is_not() -> None:
+    by_class: dict[int, str] = {}
+    for c in range(0x300, text_normal.last_plane_with_non_starters() + 1):
+        combining = unicodedata.combining(chr(c))
+        if combining and combining not in by_class and unicodedata.normalize("NFKD", chr(c)) == chr(c) \
+                and c not in COMPOSING and unicodedata.normalize("NFKC", chr(c)) == chr(c):
+            by_class[combining] = chr(c)
+    assert len(by_class) > 40
+    for high, first in by_class.items():
+        for low, second in by_class.items():
+            found = _facts("a" + first + second)
+            assert found.nfkc_unsure == found.nfkd_unsure == (high > low), (high, low)
+            assert unicodedata.is_normalized("NFKD", "a" + first + second) == (high <= low)
+
+
+MARKS = ["\u0301", "\u0323", "\u0302", "\u031b", "\u0345", "\u093c", "\u094d", "\u05b0", "\u0591", "\u3099",
+         "\u0f71", "\u0f72", "\u0f73", "\u1161", "\u11a8"]
+LETTERS = ["a", "e", "o", "I", "ệ", "ế", "ｆ", "ﬁ", "한", "\u1100", "क", "ה", "か", "カ", "Å", "Ω", "\u2126", "①", " "]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(LETTERS * 2 + MARKS), max_size=16).map("".join),
+       st.sampled_from(["as written", "NFC", "NFD", "NFKC", "NFKD"]))
+def test_sure_means_the_text_is_in_that_form(text: str, form: str) -> None:
+    """Never sure of a text that is not in the form: that would let the scanner search a text as it
+    stands when its normal form could spell an anchor."""
+    if form != "as written":
+        text = unicodedata.normalize(form, text)
+    found = _facts(text)
+    if not found.nfkc_unsure:
+        assert unicodedata.is_normalized("NFKC", text)
+    if not found.nfkd_unsure:
+        assert unicodedata.is_normalized("NFKD", text)
+    if form in ("NFKC", "NFKD") and not any(unicodedata.combining(ch) for ch in text):
+        # and sure wherever the quick check is: a text in that form with no mark to reorder
+        assert not (found.nfkd_unsure if form == "NFKD" else found.nfkc_unsure and not set(map(ord, text)) & COMPOSING)
