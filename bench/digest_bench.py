@@ -13,6 +13,7 @@ import os
 import random
 import statistics
 import string
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -172,15 +173,17 @@ def stage_breakdown(path: str, reps: int) -> dict[str, float]:
     document = _strict(strict_json, content)
     validate = getattr(manifest, "_validate", None) or (
         lambda doc: manifest.TrainingManifest.model_validate(doc, strict=True))
-    if "controls_possible" in (getattr(validate, "__kwdefaults__", None) or {}):  # the gate's own look at the bytes
-        plain_validate, controls = validate, manifest.may_hold_forbidden(content)
-        validate = lambda doc: plain_validate(doc, controls_possible=controls)  # noqa: E731
     try:
         from ito_training_mcp.manifest_characters import may_hold_forbidden
     except ImportError:  # before: the pre-check ran on the decoded text
         def may_hold_forbidden(data: bytes) -> bool:
             text = data.decode("utf-8", "replace")
             return bool(manifest._FORBIDDEN_RAW.search(text) or manifest._FORBIDDEN_ESCAPE.search(text))
+    look_at_bytes = getattr(sys.modules.get("ito_training_mcp.manifest_characters"), "look_at_bytes", None)
+    if "controls_possible" in (getattr(validate, "__kwdefaults__", None) or {}):  # the gate's own look at the bytes
+        plain_validate, controls = validate, may_hold_forbidden(content)
+        shown = {"all_shown": look_at_bytes(content).shown_as_is is True} if look_at_bytes is not None else {}
+        validate = lambda doc: plain_validate(doc, controls_possible=controls, **shown)  # noqa: E731
     try:  # the gate after the read, as the service runs it
         from ito_training_mcp.digest import digest_bytes
     except ImportError:  # an older tree (to measure "before")
@@ -188,6 +191,7 @@ def stage_breakdown(path: str, reps: int) -> dict[str, float]:
     digested = digest_bytes(file) if digest_bytes is not None else \
         manifest.DigestedManifest(file=file, manifest=manifest.parse_manifest(content))
     envelope = success(digested.summary(), notice="digested", live_api_contacted=False)
+    characters = len(content.decode())
     return {
         "secure_read_and_sha256": _median_ms(lambda: read_regular_file(path, max_bytes=2 * MIB, roots=None), reps),
         "json_loads_plain": _median_ms(lambda: json.loads(content), reps),
@@ -195,7 +199,9 @@ def stage_breakdown(path: str, reps: int) -> dict[str, float]:
         "schema (pydantic, unknown keys trimmed, URIs checked together)": _median_ms(lambda: validate(document), reps),
         "secret_scan (with the JSON text)": _median_ms(lambda: _scan_with_source(secret_scan, document, content), reps),
         "secret_scan (document walk only)": _median_ms(lambda: secret_scan.scan(document), reps),
-        "character rule (look at the bytes)": _median_ms(lambda: may_hold_forbidden(content), reps),
+        "character rule (look at the bytes; in other scripts byte_facts' one pass)": _median_ms(
+            (lambda: look_at_bytes(content, characters=characters))
+            if look_at_bytes is not None else lambda: may_hold_forbidden(content), reps),
         "review summary (review, review_text)": _median_ms(getattr(digested, "_summarize", digested.summary), reps),
         "the gate on the caller's thread (no read, no thread hop)": _median_ms(
             lambda: digest_bytes(file, summarize=True) if digest_bytes is not None else None, reps),

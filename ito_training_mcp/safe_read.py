@@ -162,8 +162,11 @@ def read_regular_file(
     roots: tuple[str, ...] | None = None,
     require_mode_0600: bool = False,
     hooks: ReadHooks | None = None,
+    on_read: Callable[[bytes], None] | None = None,
 ) -> FileBytes:
-    """Read `path` under every check of contract §5, or raise `ManifestRefusal`."""
+    """Read `path` under every check of contract §5, or raise `ManifestRefusal`. `on_read`: called
+    with the bytes once every check has passed, before they are hashed (the caller can start on
+    them meanwhile; the `FileBytes` returned hold that very object)."""
     text = validate_path_text(path, roots)
     components = text[1:].split("/")
     uid = os.geteuid()
@@ -176,7 +179,9 @@ def read_regular_file(
     finally:
         os.close(dir_fd)
     _confirm_path_still_names(components, uid, read.identity)
-    return read.bytes
+    if on_read is not None:
+        on_read(read.content)
+    return FileBytes(path=text, content=read.content, sha256=hashlib.sha256(read.content).hexdigest())
 
 
 def _walk_to_parent(components: list[str], uid: int) -> int:
@@ -223,7 +228,7 @@ def _confirm_path_still_names(components: list[str], uid: int, identity: tuple[i
 
 @dataclass(frozen=True)
 class _Read:
-    bytes: FileBytes
+    content: bytes
     identity: tuple[int, int]
 
 
@@ -272,8 +277,7 @@ def _read_leaf(
         raise _refuse(ErrorCode.MANIFEST_CHANGED, "The file changed while it was read.", "stable")
     if len(content) != after.st_size:
         raise _refuse(ErrorCode.MANIFEST_CHANGED, "The bytes read do not match the file size.", "stable")
-    digest = hashlib.sha256(content).hexdigest()
-    return _Read(FileBytes(path=path, content=content, sha256=digest), (st.st_dev, st.st_ino))
+    return _Read(content, (st.st_dev, st.st_ino))
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:

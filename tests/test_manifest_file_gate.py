@@ -561,3 +561,63 @@ async def test_invalid_cap_setting_is_config_invalid(marked_path: str) -> None:
     assert env.error.gate is not None
     assert env.error.gate.value == "manifest"
     assert env.live_api_contacted is False
+
+
+# ---------------------------------------------------------------------------- the read and the checks at once
+
+
+async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_checked(
+        marked_path: str, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under asyncio the worker hands the bytes over before it hashes them: the checks have begun
+    before the SHA-256 is computed, and the digest is of the very object they checked."""
+    import threading
+
+    from ito_training_mcp import digest, safe_read
+
+    checks_began = threading.Event()
+    waited_in_vain: list[bool] = []
+    checked: list[bytes] = []
+    real_parse, real_sha256 = digest.parse_checked, safe_read.hashlib.sha256
+
+    def parse(content: bytes) -> Any:
+        checks_began.set()
+        checked.append(content)
+        return real_parse(content)
+
+    def sha256(data: bytes) -> Any:  # the hash waits for the checks to begin (in vain if they wait for it)
+        waited_in_vain.append(not checks_began.wait(10))
+        return real_sha256(data)
+
+    monkeypatch.setattr(digest, "parse_checked", parse)
+    monkeypatch.setattr(safe_read.hashlib, "sha256", sha256)
+    digested = await digest.read_and_digest(marked_path, ManifestSettings.from_env({}), summarize=True)
+    assert waited_in_vain == [False]
+    assert digested.file.content is checked[0]
+    assert digested.sha256 == hashlib.sha256(marked_bytes(example_document)).hexdigest()
+    assert digested.summary()["sha256"] == digested.sha256
+
+
+async def test_a_refusal_of_the_checks_after_the_hand_over_leaves_nothing_behind(
+        safe_dir: Path, recwarn: pytest.WarningsRecorder) -> None:
+    """Invalid JSON is refused while the worker hashes: the refusal comes back, and the worker's
+    task ends on its own without an unretrieved exception or a warning."""
+    path = safe_dir / "bad.json"
+    path.write_bytes(b"{" + b" " * MIB)
+    os.chmod(path, 0o600)
+    env = await TrainingService({"ITO_TRAINING_MANIFEST_MAX_BYTES": str(2 * MIB)}).digest_manifest(str(path))
+    assert_refused(env, "MANIFEST_INVALID_JSON", marker=None)
+    for _ in range(50):  # the hash finishes in milliseconds; let its task end
+        await anyio.sleep(0.01)
+    assert not [w for w in recwarn if "never retrieved" in str(w.message)]
+
+
+async def test_without_asyncio_the_read_and_its_hash_come_first(
+        marked_path: str, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under another event loop (anyio runs on trio too) the gate reads and hashes, then checks."""
+    from ito_training_mcp import digest
+
+    monkeypatch.setattr(digest, "_running_asyncio_loop", lambda: None)
+    env = await TrainingService().digest_manifest(marked_path)
+    assert_digested(env, marked_path, marked_bytes(example_document))
+    missing = await TrainingService().digest_manifest(marked_path + "-missing")
+    assert_refused(missing, "MANIFEST_NOT_FOUND", marker=None)

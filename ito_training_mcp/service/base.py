@@ -10,7 +10,6 @@ call is interrupted. Gates 0-2 are local: they run before any credential is read
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import time
@@ -228,15 +227,13 @@ class ServiceBase:
         the summary when the caller shows it (`summarize`).
 
         The read (and its SHA-256) runs in a worker thread: a read can block. The checks that follow
-        run here: they are bounded work on at most the size cap (about 7 ms for a mebibyte), a
-        worker would hold the event loop up under the GIL all the same, and handing a mebibyte of
-        parsed objects from a worker's core to this one cost more than the checks (bench/README.md,
-        "the thread hop")."""
-        from ..digest import digest_bytes, read_manifest
+        run here, while that thread hashes (`digest.read_and_digest`): they are bounded work on at
+        most the size cap (about 7 ms for a mebibyte), a worker would hold the event loop up under
+        the GIL all the same, and handing a mebibyte of parsed objects from a worker's core to this
+        one cost more than the checks (bench/README.md, "the thread hop")."""
+        from ..digest import read_and_digest
 
-        settings = ManifestSettings.from_env(self.env)
-        file = await anyio.to_thread.run_sync(functools.partial(read_manifest, path, settings))
-        return digest_bytes(file, summarize=summarize)
+        return await read_and_digest(path, ManifestSettings.from_env(self.env), summarize=summarize)
 
     async def _gate_capabilities(
         self, api: BackendClient, settings: BackendSettings, operations: tuple[str, ...] = ()
