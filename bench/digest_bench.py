@@ -344,6 +344,14 @@ def hostile_inputs() -> dict[str, bytes]:
                        ("labels in Vietnamese, composed and not in one (valid)", "Tiếng Vie\u0323\u0302t ")):
         out[name] = _filled_labels(lambda n, unit=unit: suites(*[(unit * (160 // len(unit))).strip() + str(i)
                                                                 for i in range(n)]))
+    # Eighth round: manifests mostly ASCII but for a character that NFKC changes (a no-break space in
+    # the description, as a copy from a web page leaves; a full-width letter in a label of each list):
+    # the text is in neither normal form, and the look at it used to leave it to the walk.
+    ascii_shape = json.loads(long_references_manifest(MIB - 256))
+    out["ASCII manifest, a no-break space in its description (valid)"] = json.dumps(
+        {**ascii_shape, "description": "Instruction-tune\u00a0the 8B base"}, ensure_ascii=False).encode()
+    out["ASCII labels, a full-width letter in one label of each list (valid)"] = _filled_labels(
+        lambda n: suites(*[("ｅ" if i == 0 else "e") + "val suite " * 15 + str(i) for i in range(n)]))
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
     out["every character \\u-escaped"] = escaped.replace(unit, "".join(f"\\u{ord(c):04x}" for c in unit)).encode()

@@ -24,7 +24,7 @@ RE2 (a dependency): without it there are no facts, and every question is asked t
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from itertools import compress
 from typing import Any, NamedTuple
@@ -123,4 +123,28 @@ def _set_search() -> Any:
         if search.Add(pattern) != index:
             raise RuntimeError("byte_facts: RE2 numbered a pattern otherwise")
     search.Compile()
+    return search
+
+
+@cache
+def anchor_or_not_nfkc_search() -> Callable[[bytes, int], int] | None:
+    """Where, at or after `pos`, UTF-8 `data` next holds an anchor of the secret scanner as written, or
+    a place that could make it other than in NFKC (the NFKC question's pattern); -1: none. For text
+    mostly ASCII in neither form: each string found is normalised and checked, and every other
+    string is in NFKC already. None without RE2."""
+    from .secret_engine import default_engine
+
+    anchors = getattr(default_engine(), "anchor_pattern", None)
+    if anchors is None:
+        return None
+    import re2
+
+    options = re2.Options()
+    options.never_capture = True
+    options.max_mem = 64 << 20
+    compiled = re2.compile(f"(?:{anchors})|(?:{normal_form_patterns()[0]})", options)
+
+    def search(data: bytes, pos: int) -> int:
+        match = compiled.search(data, pos)
+        return -1 if match is None else int(match.start())
     return search

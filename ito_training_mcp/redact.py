@@ -101,6 +101,11 @@ class Redactor:
     def __init__(self) -> None:
         self._secrets = sorted(known_secrets(), key=len, reverse=True)
 
+    @property
+    def knows_any(self) -> bool:
+        """Is any secret registered (else `holds_known` is False for every text)?"""
+        return bool(self._secrets)
+
     def holds_known(self, text: str) -> bool:
         """Does this text contain a registered secret?"""
         return any(secret in text for secret in self._secrets)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from itertools import compress, count, repeat
 from typing import Any
 
-from . import decomposed_anchors, pointers
+from . import byte_facts, decomposed_anchors, pointers
 from .byte_facts import ByteFacts
 from .document_strings import DocumentStrings as DocumentStrings
 from .document_strings import Span as _Span
@@ -286,6 +286,10 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
 # holding one is not searched in its NFKD, whose strings would not be its own.
 QUOTE_OR_ESCAPE_MAKERS = "\ufe68\uff02\uff3c"
 _LOOK_NORMALISES = 1 << 16
+# Strings the look at a text mostly ASCII in neither form may normalise and check (~5 us each) before
+# leaving the text to the walk: one per list of labels of a mebibyte manifest with a full-width space
+# in each.
+_MAX_NOT_NFKC_SEGMENTS = 512
 _HANGUL_SYLLABLE_LEADS = (b"\xea", b"\xeb", b"\xec", b"\xed")  # U+AC00..U+D7A3 begin so in UTF-8 (and little else)
 
 
@@ -308,6 +312,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         return False
     data = engine.prepare(text) if data is None else data
     decomposed = False  # text in NFKD: searched for the places its NFKC could hold an anchor
+    not_nfkc_search = None  # text mostly ASCII in neither form: anchors and the places that are not NFKC
     segment_runs_checked = True
     if not ascii_only:
         if not invisible_checked and engine.invisible(data, 0) is not None:
@@ -320,18 +325,25 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         decomposed = in_nfkd and (decomposed_anchors.may_compose(data) if facts is None else facts.composing)
         in_nfkc = (facts is not None and not facts.nfkc_unsure) or (
             not decomposed_anchors.holds_latin_marks(data) and unicodedata.is_normalized("NFKC", text))
-        if not in_nfkd and not in_nfkc:
+        if not in_nfkd and not in_nfkc and isinstance(data, bytes) and 4 * (len(data) - len(text)) < len(text):
+            # Neither form, mostly ASCII (an ASCII manifest with a no-break space or a ligature in
+            # its description): the search for anchors also stops at each place that could make a
+            # string other than in NFKC (Unicode's quick check: byte_facts), and each string found
+            # is normalised before its check, as the walk would; every other string is in NFKC.
+            not_nfkc_search = byte_facts.anchor_or_not_nfkc_search()
+            if not_nfkc_search is None:
+                return False
+            decomposed = True
+        elif not in_nfkd and not in_nfkc:
             # Neither form: full-width forms, or letters composed and not (Latin combining marks in
             # a text not in NFKD are taken for that: NFKC's look would normalise all of it to tell).
             # Its NFKD is searched instead, when that leaves every quote where it was (U+FF02
             # decomposes into one) and makes no escape; decomposition can lengthen a run of marks,
             # so each string found has them counted again. Only where it pays (attacker reviews):
             # with RE2 (Python's `re` searches decomposed Hangul slowly), for text mostly not ASCII
-            # (the walk normalises only the strings that are not ASCII; NFKD here is a pass over
-            # all of it, 1.7x-2x) and without Hangul syllables (two or three jamo each, composed
-            # again for each string found: 1.4x when each holds a hit).
-            if not isinstance(data, bytes) or 4 * (len(data) - len(text)) < len(text) \
-                    or any(lead in data for lead in _HANGUL_SYLLABLE_LEADS) \
+            # (that is above) and without Hangul syllables (two or three jamo each, composed again
+            # for each string found: 1.4x when each holds a hit).
+            if not isinstance(data, bytes) or any(lead in data for lead in _HANGUL_SYLLABLE_LEADS) \
                     or any(char in text for char in QUOTE_OR_ESCAPE_MAKERS):
                 return False
             spelt = unicodedata.normalize("NFKD", text)
@@ -340,13 +352,14 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
             text, data, decomposed, segment_runs_checked = spelt, engine.prepare(spelt), True, False
     if facts is not None and not decomposed and not facts.anchor:
         return True  # searched as it stands (NFKC, or NFKD that composes nothing), and no anchor in it
-    next_anchor = (engine.next_ascii_anchor if ascii_only else
+    next_anchor = (engine.next_ascii_anchor if ascii_only else not_nfkc_search if not_nfkc_search is not None else
                    engine.next_decomposed_anchor if decomposed else engine.next_anchor)
     normalising = _LOOK_NORMALISES  # characters of found strings this look may normalise before the walk does
     quote = _separator(data, '"')
     colon = _separator(data, ":")
     pos = 0
-    for _ in range(_MAX_SEGMENTS):
+    as_written = 0  # strings checked as they are (not changed by NFKC): at most _MAX_SEGMENTS of them
+    for _ in range(_MAX_SEGMENTS if not_nfkc_search is None else _MAX_NOT_NFKC_SEGMENTS):
         at = next_anchor(data, pos)
         if at < 0:
             return True
@@ -367,6 +380,10 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
                 return False
             if shown is not raw and shown != raw:
                 segment = engine.prepare(shown)
+            else:
+                as_written += 1
+                if as_written > _MAX_SEGMENTS:
+                    return False
         if _kinds(engine, segment, memo, budget):
             return False
         after = data[end + 1:end + 65]

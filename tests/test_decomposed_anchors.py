@@ -138,6 +138,38 @@ def test_the_scanner_finds_the_same_with_the_searches_as_without(
     assert with_search == without
 
 
+@SETTINGS
+@given(st.lists(st.tuples(texts, st.sampled_from(["", CANARY_GITHUB, CANARY_TOKEN, "password"])), min_size=1,
+                max_size=8), st.booleans(), st.integers(0, 600))
+def test_a_text_mostly_ascii_in_neither_form_finds_the_same_as_the_walk(
+        entries: list[tuple[str, str]], as_keys: bool, ascii_labels: int) -> None:
+    """Generated texts among many ASCII labels (the document mostly ASCII): the look stops at each
+    anchor and each place that could make a string other than in NFKC, and normalises only those
+    strings; against the long way, and with and without the one pass's facts."""
+    strings = [text + extra for text, extra in entries]
+    filler = [f"eval-suite-{i}-plain-ascii" for i in range(ascii_labels)]
+    document: Any = {**{s: 1 for s in strings}, "labels": filler} if as_keys else {"labels": filler + strings}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        with_search, without = _scan_both_ways(document, monkeypatch)
+    assert with_search == without
+
+
+@pytest.mark.parametrize("spelt", ["ｐａｓｓｗｏｒｄ", "ｔｏｋｅｎ", "ｇｈｐ_", "pa\u00adssword"])
+def test_an_anchor_that_only_nfkc_spells_in_an_ascii_manifest_is_found(spelt: str) -> None:
+    """One such string among thousands of ASCII labels: the look finds it (the text is mostly ASCII
+    and in neither form), and so does the gate."""
+    labels = [f"eval-suite-{i}" for i in range(3000)]
+    labels[1234] = f"{spelt}=Tr0ub4dor-and-3-more-words" if spelt != "ｇｈｐ_" else "ｇｈｐ_" + CANARY_GITHUB[4:]
+    document = {"labels": labels, "note": "a no-break\u00a0space"}
+    source = json.dumps(document, ensure_ascii=False)
+    findings = secret_scan.scan(document, source=source, encoded=source.encode(),
+                                facts=byte_facts.facts(source.encode()))
+    assert [f.pointer for f in findings] == ["/labels/1234"]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        with_search, without = _scan_both_ways(document, monkeypatch)
+    assert with_search == without
+
+
 def test_a_text_whose_nfkd_moves_its_quotes_is_left_to_the_walk() -> None:
     """U+FF02 (full-width quotation mark) decomposes into `"`: the JSON text's NFKD would split a
     string in two, so the look at the text gives up and the walk finds the credential."""
@@ -287,13 +319,19 @@ def test_a_decomposed_text_with_nothing_that_composes_is_in_nfkc_too(text: str) 
 
 
 def test_the_look_in_nfkd_is_taken_only_where_it_pays() -> None:
-    """Text mostly ASCII with one full-width letter is left to the walk (which normalises only the
-    strings that are not ASCII), and so is one where the look would normalise too many found strings;
-    the answers are the long way's either way."""
+    """Text mostly ASCII with one full-width letter is not decomposed: the look stops at that letter's
+    string alone and normalises it (with RE2; Python's engine leaves it to the walk, which normalises
+    only the strings that are not ASCII). One where the look would normalise too many found strings
+    is left to the walk; the answers are the long way's either way."""
     engine = default_engine()
     mostly_ascii = {"labels": ["mmlu"] * 200 + ["ｘ"]}
-    assert not secret_scan._raw_text_is_clean(engine, json.dumps(mostly_ascii, ensure_ascii=False),
-                                              secret_scan._Memo(), secret_scan._Budget(None))
+    spelt: list[int] = []
+    real = unicodedata.normalize
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(unicodedata, "normalize", lambda form, text: spelt.append(len(text)) or real(form, text))
+        settled = secret_scan._raw_text_is_clean(engine, json.dumps(mostly_ascii, ensure_ascii=False),
+                                                 secret_scan._Memo(), secret_scan._Budget(None))
+    assert settled == (engine.name == "re2") and spelt == ([1] if settled else [])
     many = {"labels": ["ｔｏｋｅｎ " + "токен" * 800 + str(i) for i in range(20)]}  # a hit in each, 80,000 chars
     assert not secret_scan._raw_text_is_clean(engine, json.dumps(many, ensure_ascii=False),
                                               secret_scan._Memo(), secret_scan._Budget(None))

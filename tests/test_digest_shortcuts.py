@@ -599,6 +599,24 @@ def test_the_parsed_references_are_the_reviews_own(refs: list[tuple[str, list[st
                for ref, built in zip(manifest_.review(references)["data"], manifest_.review()["data"], strict=True))
 
 
+@pytest.mark.parametrize("raw", [False, True])  # the space escaped in the file, or written as it is
+async def test_a_registered_credential_split_by_a_no_break_space_in_a_digested_manifest_never_leaves(
+        write_file: Any, raw: bool) -> None:
+    """A no-break space passes gate 2 and is not shown as itself: the description that, without it,
+    holds the configured credential leaves as a redaction note, and no part of the credential leaves."""
+    from ito_training_mcp.service import TrainingService
+
+    doc = copy.deepcopy(EXAMPLE)
+    doc["description"] = "see " + CANARY_TOKEN[:12] + "\u00a0" + CANARY_TOKEN[12:] + " for details" * 80
+    env = await TrainingService({"ITO_API_KEY": CANARY_TOKEN}).digest_manifest(
+        write_file(json.dumps(doc, ensure_ascii=not raw)))
+    assert env.ok and env.data is not None, env
+    assert env.data["review"]["description"] == egress.HIDDEN_CREDENTIAL_NOTE
+    if raw:  # the manifest's text is the review's source: with the space taken out it holds the credential
+        assert env.data["review_text"] == egress.REVIEW_WITHHELD_NOTE
+    assert CANARY_TOKEN[12:] not in env.to_json()
+
+
 @pytest.mark.parametrize("description", ["plain words", "two\nlines"])  # without and with a backslash
 async def test_a_registered_credential_in_a_digested_manifest_never_leaves(write_file: Any, description: str) -> None:
     from ito_training_mcp.service import TrainingService

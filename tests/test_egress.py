@@ -69,6 +69,37 @@ def test_a_credential_split_by_invisible_characters_is_replaced_whole(hider: str
     assert CANARY_TOKEN[10:] not in out
 
 
+@pytest.mark.parametrize("hider", ["\u200b", "\u00a0", "\x00", "\ue000", "\U000e0020"])
+def test_a_credential_split_by_invisible_characters_in_a_long_text_is_replaced_whole(hider: str) -> None:
+    """The same in a text long enough to be stripped by search rather than character by character."""
+    split = CANARY_TOKEN[:10] + hider + CANARY_TOKEN[10:]
+    out = egress.clean_text(f"{'log line ' * 200}token={split}\n{'more ' * 200}", multiline=True)
+    assert out == egress.HIDDEN_CREDENTIAL_NOTE
+
+
+LONG_PARTS = ["a", "é", "密", " ", "\n", "\t", "\r", "\u00a0", "\u200b", "\ue000", "\u0378", "\x1b", "\x7f",
+              "\U0001f600", "\U000f0000", "\u034f", "\ud800"]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(LONG_PARTS), min_size=1, max_size=40), st.integers(1, 200),
+       st.sampled_from(["", "\n\t"]))
+def test_stripping_a_long_text_drops_exactly_what_is_not_shown(parts: list[str], repeat: int, keep: str) -> None:
+    """The search-based strip of a long text (RE2 over its UTF-8, a replace per distinct character,
+    or one translation) against the character-by-character one; lone surrogates included."""
+    from ito_training_mcp.invisible import shows
+
+    text = "".join(parts) * repeat + "x" * 600
+    assert egress._strip_unprintable(text, keep) == "".join(ch for ch in text if shows(ch) or ch in keep)
+
+
+def test_many_distinct_characters_not_shown_are_stripped_in_one_translation() -> None:
+    from ito_training_mcp.invisible import shows
+
+    text = "".join(chr(0xE000 + i) for i in range(3000)) + "visible" + "\u00a0" * 100
+    assert egress._strip_unprintable(text, "") == "".join(ch for ch in text if shows(ch)) == "visible"
+
+
 SHAPED = RELAYED_SECRETS[1:]  # every kind the manifest scanner knows (the configured token is no shape)
 
 
@@ -311,3 +342,43 @@ def test_a_character_the_egress_escapes_in_a_manifest_in_another_script_is_escap
     assert out.data["review"]["description"] == "Tiếng Việt⟨U+00A0⟩đánh giá"
     assert out.data["review"]["data"][0]["decontamination"]["eval_suites"] == ["đánh⟨U+E000⟩giá"]
     assert "đánh⟨U+E000⟩giá" in out.data["review_text"] and "\ue000" not in out.to_json()
+
+
+REVIEW_PARTS = ["a", "é", "密", " ", "\u00a0", "\ue000", "\u0378", "\u200b", "\n", "zq-review-one", "zq-review-two"]
+review_strings = st.lists(st.sampled_from(REVIEW_PARTS), max_size=6).map("".join)
+review_trees = st.recursive(
+    review_strings | st.integers(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(review_strings, inner, max_size=4),
+    max_leaves=16)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.dictionaries(st.sampled_from(["model", "data", "description", "target", "x"]), review_trees, max_size=5),
+       st.booleans())
+def test_the_review_walks_shortcuts_change_nothing_the_walk_would_not(tree: dict[str, Any], registered: bool) -> None:
+    """A digest's review whose sources hold a character to escape is walked; whole lists of labels
+    and objects whose keys and strings show as themselves are passed over at once. Against the walk
+    string by string, with and without a registered credential that only a joining could make."""
+    from ito_training_mcp.egress import LocalTree
+    from ito_training_mcp.invisible import shows
+
+    def strings(node: Any) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [*node, *(s for item in node.values() for s in strings(item))]
+        if isinstance(node, list):
+            return [s for item in node for s in strings(item)]
+        return []
+
+    secret = "zq-review-one zq-review-two"  # two labels joined by a space spell it
+    if registered:
+        Credential(secret, "ITO_API_KEY")
+    sources = ("\n".join(strings(tree)),)
+    envelope = success({"review": LocalTree(tree, sources=sources)}, notice="n", live_api_contacted=False)
+    quick = egress.clean_envelope(envelope).to_dict()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(egress._Walk, "_plain", lambda self, values, keys: False)
+        walked = egress.clean_envelope(envelope).to_dict()
+    assert quick == walked
+    assert all(shows(ch) or ch == "\n" for text in strings(quick["data"]["review"]) for ch in text)
