@@ -8,6 +8,7 @@ of its bytes (~2.5-3 ms a mebibyte each, against ~4 ms for `sha256` and `json.lo
 - does the text hold a character that NFKC may compose with the one before it
   (`decomposed_anchors.COMPOSING`)?
 - does it hold an anchor of the secret scanner, as written (the engine's any-anchor search)?
+- does it hold a character the manifest's character rule forbids (raw; C0 is layout there)?
 - could it be other than in NFKC, and could it be other than in NFKD? Unicode's quick check says a
   text is in a form when it holds no character whose quick-check value for that form is other than
   Yes, and no non-starter follows one of a higher combining class; that answer is final (UAX #15).
@@ -38,9 +39,10 @@ class ByteFacts(NamedTuple):
     anchor: bool  # an anchor of the secret scanner, as written
     nfkc_unsure: bool  # False: the text is in NFKC (certain)
     nfkd_unsure: bool  # False: the text is in NFKD (certain)
+    forbidden: bool  # a character the manifest's character rule forbids, raw (manifest_characters)
 
 
-_NOT_SHOWN, _COMPOSING, _ANCHOR, _NFKC_UNSURE, _NFKD_UNSURE = range(5)
+_NOT_SHOWN, _COMPOSING, _ANCHOR, _NFKC_UNSURE, _NFKD_UNSURE, _FORBIDDEN = range(6)
 
 
 def facts(data: bytes) -> ByteFacts | None:
@@ -50,7 +52,7 @@ def facts(data: bytes) -> ByteFacts | None:
         return None
     found = set(search.Match(data) or ())
     return ByteFacts(_NOT_SHOWN in found, _COMPOSING in found, _ANCHOR in found, _NFKC_UNSURE in found,
-                     _NFKD_UNSURE in found)
+                     _NFKD_UNSURE in found, _FORBIDDEN in found)
 
 
 def _runs(points: Iterable[int]) -> tuple[tuple[int, int], ...]:
@@ -106,6 +108,7 @@ def _set_search() -> Any:
     `normal_form_patterns`, once)."""
     from .decomposed_anchors import COMPOSING
     from .invisible import not_shown_ranges
+    from .manifest_characters import forbidden_raw_ranges
     from .secret_engine import default_engine
 
     anchors = getattr(default_engine(), "anchor_pattern", None)
@@ -119,7 +122,8 @@ def _set_search() -> Any:
     search = re2.Set.SearchSet(options)
     nfkc, nfkd = normal_form_patterns()
     for index, pattern in ((_NOT_SHOWN, _class(not_shown_ranges())), (_COMPOSING, _class(COMPOSING)),
-                           (_ANCHOR, anchors), (_NFKC_UNSURE, nfkc), (_NFKD_UNSURE, nfkd)):
+                           (_ANCHOR, anchors), (_NFKC_UNSURE, nfkc), (_NFKD_UNSURE, nfkd),
+                           (_FORBIDDEN, _class(forbidden_raw_ranges()))):
         if search.Add(pattern) != index:
             raise RuntimeError("byte_facts: RE2 numbered a pattern otherwise")
     search.Compile()

@@ -151,10 +151,36 @@ def look_at_bytes(content: bytes, *, characters: int | None = None) -> BytesLook
     mostly_other_scripts = characters is not None and 4 * (len(content) - characters) >= characters
     if escapes and not mostly_other_scripts and not forbidden_search.begun(content):
         return BytesLook(False, None)
+    if _first_other_is_forbidden(content):  # a refusal: settled without a pass over all of it
+        return BytesLook(True, False)
     found = byte_facts.facts(content)
-    if found is not None and not found.not_shown:
-        return BytesLook(False, not _unicode_escapes(content), found)
-    return BytesLook(forbidden_search.search(content), False, found)
+    if found is None:  # without RE2
+        return BytesLook(forbidden_search(content), False)
+    return BytesLook(found.forbidden, not found.not_shown and not _unicode_escapes(content), found)
+
+
+_OTHER = re.compile(rb"[\x80-\xff]")
+_FIRST_LOOK = 16 << 10  # bytes looked through for the first character that is not ASCII
+
+
+def _first_other_is_forbidden(content: bytes) -> bool:
+    """Is the first character that is not ASCII, within the first `_FIRST_LOOK` bytes, a forbidden
+    one? (A text the rule refuses usually shows one early; the one pass could not stop there.)"""
+    found = _OTHER.search(content, 0, _FIRST_LOOK)
+    if found is None:
+        return False
+    first = content[found.start():found.start() + 4].decode("utf-8", "ignore")[:1]
+    return bool(first) and ord(first) in _forbidden_points()
+
+
+@cache
+def _forbidden_points() -> frozenset[int]:
+    return frozenset(_code_points(_C0))
+
+
+def forbidden_raw_ranges() -> list[tuple[int, int]]:
+    """The forbidden code points a strict JSON text can hold raw (raw C0 is only layout there), as runs."""
+    return _ranges(_code_points(_C0))
 
 
 def shown_as_is(content: bytes) -> bool:

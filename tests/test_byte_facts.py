@@ -91,3 +91,21 @@ def test_sure_means_the_text_is_in_that_form(text: str, form: str) -> None:
     if form in ("NFKC", "NFKD") and not any(unicodedata.combining(ch) for ch in text):
         # and sure wherever the quick check is: a text in that form with no mark to reorder
         assert not (found.nfkd_unsure if form == "NFKD" else found.nfkc_unsure and not set(map(ord, text)) & COMPOSING)
+
+
+def test_the_forbidden_question_is_the_character_rules_own_on_every_code_point() -> None:
+    """Raw in a JSON text (C0 is only layout there): every forbidden character alone, and none of
+    the others together."""
+    from ito_training_mcp import manifest_characters
+
+    forbidden = manifest_characters._forbidden_points()
+    assert forbidden == {c for c in manifest_characters._code_points() if c >= 0x20}
+    others = []
+    for c in range(0x20, 0x110000):
+        if c in SURROGATES:
+            continue
+        if c in forbidden:
+            assert _facts(chr(c)).forbidden, hex(c)
+        else:
+            others.append(chr(c))
+    assert not _facts("".join(others)).forbidden

@@ -375,6 +375,7 @@ def test_the_one_pass_answers_each_question_as_its_own_search_does(text: str) ->
     assert found.not_shown == any(not shows(ch) for ch in text)
     assert found.composing == decomposed_anchors.may_compose(data)
     assert found.anchor == (default_engine().next_anchor(data, 0) >= 0)
+    assert found.forbidden == any(ord(ch) in manifest_characters._forbidden_points() for ch in text)
 
 
 def test_every_forbidden_character_is_seen_in_the_bytes_raw_and_escaped() -> None:
@@ -385,6 +386,9 @@ def test_every_forbidden_character_is_seen_in_the_bytes_raw_and_escaped() -> Non
         assert manifest_characters.may_hold_forbidden(json.dumps(doc).encode()), hex(c)
         if c >= 0x20:
             assert manifest_characters.may_hold_forbidden(json.dumps(doc, ensure_ascii=False).encode()), hex(c)
+            # after another character that is not ASCII: the one pass, not the look at the first one
+            later = json.dumps({"description": f"é{chr(c)}b"}, ensure_ascii=False).encode()
+            assert manifest_characters.may_hold_forbidden(later), hex(c)
     assert not manifest_characters.may_hold_forbidden(json.dumps({"d": "a’—é密\u00a0\u2801"}, ensure_ascii=False).encode())
 
 
@@ -975,3 +979,19 @@ def test_bytes_with_no_forbidden_character_spare_the_scanner_its_search_for_invi
     with pytest.raises(ManifestRefusal) as joined:
         manifest.parse_with_text(_labels_manifest("Tiếng Việt", f"đánh giá {hidden}"))
     assert joined.value.code is ErrorCode.MANIFEST_SECRET
+
+
+def test_a_forbidden_character_first_among_those_not_ascii_settles_the_look_without_the_one_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text the rule refuses usually shows a forbidden character early: the look stops there; one
+    whose first such character is innocent takes the one pass, which finds it all the same."""
+    from ito_training_mcp import byte_facts
+
+    passes: list[int] = []
+    real = byte_facts.facts
+    monkeypatch.setattr(byte_facts, "facts", lambda data: passes.append(len(data)) or real(data))
+    early = json.dumps({"notes": ["\u200b" * 64 + str(i) for i in range(500)]}, ensure_ascii=False).encode()
+    assert manifest_characters.look_at_bytes(early) == (True, False, None) and passes == []
+    late = json.dumps({"notes": ["é", *["\u200b" * 64 + str(i) for i in range(500)]]}, ensure_ascii=False).encode()
+    look = manifest_characters.look_at_bytes(late)
+    assert look.forbidden_possible and passes == [len(late)] or byte_facts.facts(b"a") is None
