@@ -323,9 +323,9 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         # own look would normalise all of it to tell.
         in_nfkd = (facts is not None and not facts.nfkd_unsure) or unicodedata.is_normalized("NFKD", text)
         decomposed = in_nfkd and (decomposed_anchors.may_compose(data) if facts is None else facts.composing)
-        in_nfkc = (facts is not None and not facts.nfkc_unsure) or (
-            not decomposed_anchors.holds_latin_marks(data) and unicodedata.is_normalized("NFKC", text))
-        if not in_nfkd and not in_nfkc and isinstance(data, bytes) and 4 * (len(data) - len(text)) < len(text):
+        neither = not in_nfkd and not ((facts is not None and not facts.nfkc_unsure) or (
+            not decomposed_anchors.holds_latin_marks(data) and unicodedata.is_normalized("NFKC", text)))
+        if neither and isinstance(data, bytes) and 4 * (len(data) - len(text)) < len(text):
             # Neither form, mostly ASCII (an ASCII manifest with a no-break space or a ligature in
             # its description): the search for anchors also stops at each place that could make a
             # string other than in NFKC (Unicode's quick check: byte_facts), and each string found
@@ -334,7 +334,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
             if not_nfkc_search is None:
                 return False
             decomposed = True
-        elif not in_nfkd and not in_nfkc:
+        elif neither:
             # Neither form: full-width forms, or letters composed and not (Latin combining marks in
             # a text not in NFKD are taken for that: NFKC's look would normalise all of it to tell).
             # Its NFKD is searched instead, when that leaves every quote where it was (U+FF02

@@ -355,3 +355,23 @@ def test_texts_composed_and_not_are_searched_in_their_nfkd_and_found_ones_normal
     for text, out in zip(mixed, result, strict=True):
         normal = unicodedata.normalize("NFKC", text)
         assert out in (normal, "") and (out == normal or not shown_holds_anchor(text)), (text, out)
+
+
+def test_a_manifest_in_nfkd_is_never_asked_whether_it_is_in_nfkc_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decomposed kana (NFD, as macOS writes file names): whether the text composes is the one pass's
+    (or one search's) answer; NFKC's own look over all of it would cost ~50 ns a character (an
+    attacker review found the look asked it)."""
+    from ito_training_mcp import manifest
+
+    from .conftest import EXAMPLE_MANIFEST
+
+    document = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    label = unicodedata.normalize("NFD", "がぎぐげござじずぜぞだぢづでどばびぶべぼ" * 10)[:200]
+    document["data"] = [{**document["data"][0], "name": f"ds-{i}", "decontamination": {
+        **document["data"][0]["decontamination"], "eval_suites": [label] * 6}} for i in range(64)]
+    content = json.dumps(document, ensure_ascii=False).encode()
+    asked: list[tuple[str, int]] = []
+    real = unicodedata.is_normalized
+    monkeypatch.setattr(unicodedata, "is_normalized", lambda form, text: asked.append((form, len(text))) or real(form, text))
+    manifest.parse_manifest(content)
+    assert not [length for form, length in asked if form == "NFKC" and length > 1000]

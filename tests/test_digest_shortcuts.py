@@ -994,4 +994,4 @@ def test_a_forbidden_character_first_among_those_not_ascii_settles_the_look_with
     assert manifest_characters.look_at_bytes(early) == (True, False, None) and passes == []
     late = json.dumps({"notes": ["é", *["\u200b" * 64 + str(i) for i in range(500)]]}, ensure_ascii=False).encode()
     look = manifest_characters.look_at_bytes(late)
-    assert look.forbidden_possible and passes == [len(late)] or byte_facts.facts(b"a") is None
+    assert (look.forbidden_possible and passes == [len(late)]) or byte_facts.facts(b"a") is None
