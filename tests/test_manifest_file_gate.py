@@ -566,10 +566,12 @@ async def test_invalid_cap_setting_is_config_invalid(marked_path: str) -> None:
 # ---------------------------------------------------------------------------- the read and the checks at once
 
 
+@pytest.mark.parametrize("size", ["large", "small"])
 async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_checked(
-        marked_path: str, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under asyncio the worker hands the bytes over before it hashes them: the checks have begun
-    before the SHA-256 is computed, and the digest is of the very object they checked."""
+        safe_dir: Path, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch, size: str) -> None:
+    """Under asyncio the worker hands the bytes of a large file over before it hashes them: the checks
+    have begun before the SHA-256 is computed, and the digest is of the very object they checked. A
+    small file is hashed first (handing it over would cost more than its hash)."""
     import threading
 
     from ito_training_mcp import digest, safe_read
@@ -588,12 +590,19 @@ async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_c
         waited_in_vain.append(not checks_began.wait(10))
         return real_sha256(data)
 
+    path = safe_dir / "manifest.json"  # a large one: layout after the document
+    path.write_bytes(content := marked_bytes(example_document) + b"\n" * (70_000 if size == "large" else 1))
+    os.chmod(path, 0o600)
+    assert (len(content) >= digest._HAND_OVER_FROM) == (size == "large")
     monkeypatch.setattr(digest, "parse_checked", parse)
     monkeypatch.setattr(safe_read.hashlib, "sha256", sha256)
-    digested = await digest.read_and_digest(marked_path, ManifestSettings.from_env({}), summarize=True)
+    if size == "small":
+        monkeypatch.setattr(digest, "_HASH_WAIT_S", 0.01)
+        checks_began.set()  # nothing to wait for: the hash comes first
+    digested = await digest.read_and_digest(str(path), ManifestSettings.from_env({}), summarize=True)
     assert waited_in_vain == [False]
     assert digested.file.content is checked[0]
-    assert digested.sha256 == hashlib.sha256(marked_bytes(example_document)).hexdigest()
+    assert digested.sha256 == hashlib.sha256(content).hexdigest()
     assert digested.summary()["sha256"] == digested.sha256
 
 
