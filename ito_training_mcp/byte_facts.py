@@ -127,7 +127,16 @@ def _set_search() -> Any:
         if search.Add(pattern) != index:
             raise RuntimeError("byte_facts: RE2 numbered a pattern otherwise")
     search.Compile()
+    # RE2's set search answers "none" when its automaton cannot be built within its memory: a text
+    # holding an answer to every question must get every answer, or there are no facts (the long way).
+    if set(search.Match(_EVERY_ANSWER) or ()) != set(range(len(ByteFacts._fields))):
+        return None
     return search
+
+
+# A no-break space (not shown), a combining acute (may compose), "password" (an anchor), a full-width
+# f (NFKC and NFKD change it), a zero-width space (forbidden).
+_EVERY_ANSWER = "\u00a0e\u0301 password \uff46 \u200b".encode()
 
 
 @cache

@@ -109,3 +109,19 @@ def test_the_forbidden_question_is_the_character_rules_own_on_every_code_point()
         else:
             others.append(chr(c))
     assert not _facts("".join(others)).forbidden
+
+
+def test_a_set_search_that_cannot_answer_every_question_gives_no_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RE2's set search says "none" when its automaton does not fit in its memory: the self-check
+    at compile time then leaves the facts out, and every question is asked the long way."""
+    import re2  # type: ignore[import-untyped]
+
+    real = re2.Set.Match
+    monkeypatch.setattr(re2.Set, "Match", lambda self, text: None)  # a search that always fails
+    byte_facts._set_search.cache_clear()
+    try:
+        assert byte_facts.facts("Tiếng".encode()) is None
+    finally:
+        monkeypatch.setattr(re2.Set, "Match", real)
+        byte_facts._set_search.cache_clear()
+    assert byte_facts.facts("Tiếng".encode()) is not None
