@@ -305,6 +305,8 @@ class _Walk:
                 return REVIEW_WITHHELD_NOTE
         if isinstance(value, str):
             return self.string(value, path, relayed, scanned)
+        if scanned and path not in _MULTILINE_PARENTS and isinstance(value, _CONTAINERS) and self._plain_tree(value):
+            return value  # the whole subtree at once (a list of data references, say)
         if isinstance(value, list | tuple):
             if scanned and not any(isinstance(item, _CONTAINERS) for item in value) and self._plain(value, ()):
                 return list(value)  # a list of labels at once
@@ -333,6 +335,11 @@ class _Walk:
             return False
         joined = " ".join((*keys, *strings))
         return _shown_as_is(joined) and not self.redactor.holds_known(joined)
+
+    def _plain_tree(self, value: Any) -> bool:
+        """`_plain` for every key and string of a subtree, joined (`_joined_strings`)."""
+        joined = _joined_strings(value)
+        return joined is not None and _shown_as_is(joined) and not self.redactor.holds_known(joined)
 
     def _withheld(self, text: LocalText) -> bool:
         """Do the strings under a laid-out text hold a registered credential (behind invisible ones too)?"""

@@ -379,6 +379,7 @@ def test_the_review_walks_shortcuts_change_nothing_the_walk_would_not(tree: dict
     quick = egress.clean_envelope(envelope).to_dict()
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(egress._Walk, "_plain", lambda self, values, keys: False)
+        monkeypatch.setattr(egress._Walk, "_plain_tree", lambda self, value: False)
         walked = egress.clean_envelope(envelope).to_dict()
     assert quick == walked
     assert all(shows(ch) or ch == "\n" for text in strings(quick["data"]["review"]) for ch in text)
