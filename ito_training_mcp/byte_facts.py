@@ -25,10 +25,12 @@ RE2 (a dependency): without it there are no facts, and every question is asked t
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import cache
 from itertools import compress
 from typing import Any, NamedTuple
+
+from .invisible import re2_class, runs
 
 
 class ByteFacts(NamedTuple):
@@ -53,20 +55,6 @@ def facts(data: bytes) -> ByteFacts | None:
     found = set(search.Match(data) or ())
     return ByteFacts(_NOT_SHOWN in found, _COMPOSING in found, _ANCHOR in found, _NFKC_UNSURE in found,
                      _NFKD_UNSURE in found, _FORBIDDEN in found)
-
-
-def _runs(points: Iterable[int]) -> tuple[tuple[int, int], ...]:
-    runs: list[tuple[int, int]] = []
-    for point in sorted(points):
-        if runs and runs[-1][1] == point - 1:
-            runs[-1] = (runs[-1][0], point)
-        else:
-            runs.append((point, point))
-    return tuple(runs)
-
-
-def _class(ranges: Iterable[tuple[int, int]]) -> str:
-    return "[" + "".join(f"\\x{{{low:x}}}-\\x{{{high:x}}}" for low, high in ranges) + "]"
 
 
 # Every character with a decomposition lies below U+30000 (the CJK compatibility ideographs end at
@@ -96,10 +84,10 @@ def normal_form_patterns() -> tuple[str, str]:
             by_class.setdefault(combining, []).append(code)
     classes = sorted(by_class)
     out_of_order = "|".join(
-        _class(_runs(c for higher in classes[i + 1:] for c in by_class[higher])) + _class(_runs(by_class[lower]))
+        re2_class(runs(c for higher in classes[i + 1:] for c in by_class[higher])) + re2_class(runs(by_class[lower]))
         for i, lower in enumerate(classes[:-1]))
-    return (f"{_class(_runs(nfkc_changes + composing))}|{out_of_order}",
-            f"{_class(_runs(nfkd_changes))}|{out_of_order}")
+    return (f"{re2_class(runs(nfkc_changes + composing))}|{out_of_order}",
+            f"{re2_class(runs(nfkd_changes))}|{out_of_order}")
 
 
 @cache
@@ -121,9 +109,9 @@ def _set_search() -> Any:
     options.max_mem = 64 << 20
     search = re2.Set.SearchSet(options)
     nfkc, nfkd = normal_form_patterns()
-    for index, pattern in ((_NOT_SHOWN, _class(not_shown_ranges())), (_COMPOSING, _class(COMPOSING)),
+    for index, pattern in ((_NOT_SHOWN, re2_class(not_shown_ranges())), (_COMPOSING, re2_class(COMPOSING)),
                            (_ANCHOR, anchors), (_NFKC_UNSURE, nfkc), (_NFKD_UNSURE, nfkd),
-                           (_FORBIDDEN, _class(forbidden_raw_ranges()))):
+                           (_FORBIDDEN, re2_class(forbidden_raw_ranges()))):
         if search.Add(pattern) != index:
             raise RuntimeError("byte_facts: RE2 numbered a pattern otherwise")
     search.Compile()

@@ -38,7 +38,7 @@ from functools import cache
 from typing import Any
 
 from . import secret_rules
-from .invisible import utf8_starts
+from .invisible import re2_class, utf8_starts
 
 # The characters that may compose with the one before them (NFKC's quick check says "maybe" for
 # them): the second of each canonical pair that composes, and the Hangul vowel and final jamo. A text
@@ -67,7 +67,7 @@ def _composing_search() -> Callable[[Any], bool]:
     else:
         options = re2.Options()
         options.never_capture = True
-        compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in COMPOSING) + "]", options)
+        compiled = re2.compile(re2_class(COMPOSING), options)
 
     def search(data: Any) -> bool:
         if isinstance(data, str):

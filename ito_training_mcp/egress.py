@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from .envelope import Envelope
-from .invisible import has_invisible, not_shown_ranges, shows
+from .invisible import has_invisible, not_shown_ranges, re2_class, shows
 from .redact import Redactor
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -183,8 +183,7 @@ def _not_shown_utf8(keep: str) -> Any:
     options = re2.Options()
     options.never_capture = True
     layout = [(ord(ch), ord(ch)) for ch in "\t\n\r" if ch not in keep]  # not_shown_ranges leaves these out
-    ranges = "".join(f"\\x{{{low:x}}}-\\x{{{high:x}}}" for low, high in (*not_shown_ranges(), *layout))
-    return re2.compile(f"[{ranges}]", options)
+    return re2.compile(re2_class((*not_shown_ranges(), *layout)), options)
 
 
 def clean_text(

@@ -66,7 +66,7 @@ def _utf8_search() -> Callable[[bytes], bool] | None:
         return None
     options = re2.Options()
     options.never_capture = True
-    compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in INVISIBLE_RANGES) + "]", options)
+    compiled = re2.compile(re2_class(INVISIBLE_RANGES), options)
     begun = utf8_starts(INVISIBLE_POINTS)
     return lambda data: begun(data) and compiled.search(data) is not None
 
@@ -97,17 +97,23 @@ def not_shown_ranges() -> tuple[tuple[int, int], ...]:
     points = set(compress(below, map(operator.not_, map(str.isprintable, map(chr, below)))))
     points.update(c for c in INVISIBLE_POINTS if c < NOT_SHOWN_WHOLE_FROM)
     points.difference_update(_LAYOUT, range(0xD800, 0xE000))
-    runs: list[tuple[int, int]] = []
+    return (*runs(points), (NOT_SHOWN_WHOLE_FROM, 0x10FFFF))  # (a run may end where the next begins)
+
+
+def runs(points: Iterable[int]) -> list[tuple[int, int]]:
+    """Code points as sorted (low, high) runs."""
+    ranges: list[tuple[int, int]] = []
     for point in sorted(points):
-        if runs and runs[-1][1] == point - 1:
-            runs[-1] = (runs[-1][0], point)
+        if ranges and ranges[-1][1] == point - 1:
+            ranges[-1] = (ranges[-1][0], point)
         else:
-            runs.append((point, point))
-    if runs and runs[-1][1] == NOT_SHOWN_WHOLE_FROM - 1:
-        runs[-1] = (runs[-1][0], 0x10FFFF)
-    else:
-        runs.append((NOT_SHOWN_WHOLE_FROM, 0x10FFFF))
-    return tuple(runs)
+            ranges.append((point, point))
+    return ranges
+
+
+def re2_class(ranges: Iterable[tuple[int, int]]) -> str:
+    """(low, high) runs as an RE2 character class over UTF-8."""
+    return "[" + "".join(f"\\x{{{low:x}}}-\\x{{{high:x}}}" for low, high in ranges) + "]"
 
 
 def utf8_starts(points: Iterable[int]) -> Callable[[bytes], bool]:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from . import byte_facts
 from .byte_facts import ByteFacts
 from .invisible import character_class as invisible_class
-from .invisible import utf8_starts
+from .invisible import re2_class, runs, utf8_starts
 from .pointers import pointer as safe_pointer
 
 # Characters that could make a terminal or a viewer show something other than the bytes the person
@@ -76,17 +76,6 @@ def _code_points(exclude: str = "") -> list[int]:
     return sorted(points - {ord(c) for c in exclude})
 
 
-def _ranges(points: list[int]) -> list[tuple[int, int]]:
-    """Sorted code points as (low, high) runs."""
-    ranges: list[tuple[int, int]] = []
-    for point in points:
-        if ranges and ranges[-1][1] == point - 1:
-            ranges[-1] = (ranges[-1][0], point)
-        else:
-            ranges.append((point, point))
-    return ranges
-
-
 class _Utf8Search(NamedTuple):
     begun: Callable[[bytes], bool]  # could the bytes hold one? (a few byte searches; False is certain)
     search: Callable[[bytes], bool]  # do they? (one linear pass)
@@ -101,7 +90,7 @@ def _utf8_search(exclude: str) -> _Utf8Search:
     bytes that begin one (a few byte searches: most text holds none of them), then one linear pass:
     RE2 where installed (a dependency), else Python's `re` over the decoded text."""
     points = _code_points(exclude)
-    ranges = _ranges(points)
+    ranges = runs(points)
     begun = utf8_starts(points)
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
@@ -115,7 +104,7 @@ def _utf8_search(exclude: str) -> _Utf8Search:
 def _re2_class(re2: Any, ranges: list[tuple[int, int]]) -> Any:
     options = re2.Options()
     options.never_capture = True
-    return re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]", options)
+    return re2.compile(re2_class(ranges), options)
 
 
 class BytesLook(NamedTuple):
@@ -180,7 +169,7 @@ def _forbidden_points() -> frozenset[int]:
 
 def forbidden_raw_ranges() -> list[tuple[int, int]]:
     """The forbidden code points a strict JSON text can hold raw (raw C0 is only layout there), as runs."""
-    return _ranges(_code_points(_C0))
+    return runs(_code_points(_C0))
 
 
 def shown_as_is(content: bytes) -> bool:
