@@ -12,6 +12,7 @@ The read, the digest and the review a person is shown are in `digest.py`.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from enum import StrEnum
 from itertools import chain
 from typing import Any, Literal, NamedTuple
@@ -30,6 +31,7 @@ from pydantic import (
 from . import secret_scan, strict_json
 from .envelope import ErrorCode
 from .errors import ManifestRefusal
+from .look_ahead import LookAhead
 from .manifest_characters import CHARACTER_CLASSES as CHARACTER_CLASSES
 from .manifest_characters import character_class as character_class
 from .manifest_characters import character_problems, holds_forbidden, look_at_bytes
@@ -435,8 +437,9 @@ class Parsed(NamedTuple):
     shown_as_is: bool | None  # (manifest_characters.look_at_bytes)
 
 
-def parse_checked(content: bytes) -> Parsed:
-    """`parse_manifest`, with what the gate learnt on the way (`Parsed`).
+def parse_checked(content: bytes, ahead: Callable[[], LookAhead | None] | None = None) -> Parsed:
+    """`parse_manifest`, with what the gate learnt on the way (`Parsed`). `ahead`: gives what
+    `look_ahead(content)` returned, when another thread took it (asked once the JSON is parsed).
 
     The refusals come in that order. The character rule and the schema are consulted first, silently
     (the schema only when the rule finds nothing, since its problems would never be shown): a
@@ -450,7 +453,10 @@ def parse_checked(content: bytes) -> Parsed:
         document = strict_json.loads_text(text, max_depth=None)
     except strict_json.StrictJSONError as exc:
         raise _invalid_json(exc) from None
-    look = look_at_bytes(content, characters=len(text))  # C0 and DEL are in the rule's classes
+    looked = ahead() if ahead is not None else None
+    if looked is None or looked.content is not content:
+        looked = LookAhead(content, look_at_bytes(content, characters=len(text)), None)
+    look = looked.look  # C0 and DEL are in the rule's classes
     forbidden_possible = look.forbidden_possible
     strings = secret_scan.DocumentStrings(document)
     refused_for_characters = forbidden_possible and (  # settled by the bytes without escapes
@@ -468,7 +474,8 @@ def parse_checked(content: bytes) -> Parsed:
     # forbidden character spare the scanner its own search for them.
     findings = secret_scan.scan(document, source=text, strings=strings,
                                 bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters,
-                                source_invisible_free=not forbidden_possible, encoded=content, facts=look.facts)
+                                source_invisible_free=not forbidden_possible, encoded=content, facts=look.facts,
+                                ascii_anchor=looked.ascii_anchor)
     if findings:
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,

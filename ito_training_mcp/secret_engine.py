@@ -33,6 +33,7 @@ class Engine(Protocol):
     """What the scanner needs from an engine. `data` is what `prepare` returned."""
 
     name: str
+    searches_bytes: bool  # `prepare` gives the text's UTF-8, and `prepare_encoded` the bytes given
 
     def prepare(self, text: str) -> Any: ...
 
@@ -224,6 +225,7 @@ def _bounded(rule: Rule) -> str:
 
 class Re2Engine:
     name = "re2"
+    searches_bytes = True
 
     def __init__(self, re2: Any, literals: _LiteralScanner | None = None) -> None:
         self._re2 = re2
@@ -330,6 +332,7 @@ class Re2Engine:
 
 class PythonEngine:
     name = "python"
+    searches_bytes = False
 
     def __init__(self) -> None:
         anchors, self._triggers = _anchor_table()

@@ -294,7 +294,8 @@ _HANGUL_SYLLABLE_LEADS = (b"\xea", b"\xeb", b"\xec", b"\xed")  # U+AC00..U+D7A3 
 
 
 def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, runs_checked: bool = False,
-                       data: Any = None, invisible_checked: bool = False, facts: ByteFacts | None = None) -> bool:
+                       data: Any = None, invisible_checked: bool = False, facts: ByteFacts | None = None,
+                       first_anchor: int | None = None) -> bool:
     """True when the JSON text (no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -305,7 +306,8 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     and each string where one is found is normalised before it is checked. `invisible_checked`: the
     caller knows the text holds no invisible character. `facts`: `byte_facts.facts(data)`, which
     answer whether the text may compose, whether an anchor occurs in it as written, and (when they
-    can) whether it is in NFKC or NFKD.
+    can) whether it is in NFKC or NFKD. `first_anchor`: for ASCII `data`, what `first_ascii_anchor(data)`
+    returned, when the caller searched ahead.
     """
     ascii_only = text.isascii()
     if not ascii_only and not runs_checked and long_combining_run(text):
@@ -354,6 +356,11 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         return True  # searched as it stands (NFKC, or NFKD that composes nothing), and no anchor in it
     next_anchor = (engine.next_ascii_anchor if ascii_only else not_nfkc_search if not_nfkc_search is not None else
                    engine.next_decomposed_anchor if decomposed else engine.next_anchor)
+    if ascii_only and first_anchor is not None:
+        if first_anchor < 0:
+            return True
+        search_on = next_anchor
+        next_anchor = lambda data, pos: first_anchor if pos == 0 else search_on(data, pos)  # noqa: E731
     normalising = _LOOK_NORMALISES  # characters of found strings this look may normalise before the walk does
     quote = _separator(data, '"')
     colon = _separator(data, ":")
@@ -393,6 +400,16 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         budget.spend(len(segment) if is_key else 0)
         pos = end + 1
     return next_anchor(data, pos) < 0
+
+
+def first_ascii_anchor(encoded: bytes) -> int | None:
+    """Where the look at an ASCII JSON text (`encoded`) finds its first anchor (-1: nowhere), searched
+    ahead of the scan: by a worker thread while the caller's thread parses the text (the search lets
+    go of the GIL). None when the text is not ASCII or the engine does not search bytes."""
+    engine = default_engine()
+    if not encoded.isascii() or not engine.searches_bytes:
+        return None
+    return engine.next_ascii_anchor(encoded, 0)
 
 
 # ---------------------------------------------------------------------------- documents
@@ -468,7 +485,7 @@ def _text_size(source: bytes | str | None, strings: DocumentStrings) -> int:
 
 def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentStrings | None = None,
          bounded: bool = False, source_invisible_free: bool = False, encoded: bytes | None = None,
-         facts: ByteFacts | None = None) -> list[Finding]:
+         facts: ByteFacts | None = None, ascii_anchor: int | None = None) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it holds no escapes
@@ -480,7 +497,9 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     look at the text is then spared that search, a pass over it. `encoded`: the UTF-8 of a `source`
     given as text, when the caller has it (the bytes it decoded): the look is spared encoding it.
     `facts`: `byte_facts.facts(encoded)`, when the caller took them: the look is spared the searches
-    they answer (whether the text may compose, whether an anchor occurs as written).
+    they answer (whether the text may compose, whether an anchor occurs as written). `ascii_anchor`:
+    `first_ascii_anchor(encoded)`, when the caller searched ahead (in another thread: the search lets
+    go of the GIL).
 
     `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
     so never a valid manifest): the anchor and rule searches may then spend at most BOUNDED_PASSES
@@ -515,7 +534,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
         runs_checked = data is not None and not long_combining_run(text, data if isinstance(data, bytes) else None)
         if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data,
                                                invisible_checked=source_invisible_free,
-                                               facts=facts if data is encoded else None):
+                                               facts=facts if data is encoded else None,
+                                               first_anchor=ascii_anchor if data is encoded else None):
             return []
         if not text.isascii():  # the walk decides as if this look had not been made: with all its budget
             budget, memo = fresh(), _Memo()

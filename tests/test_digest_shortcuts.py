@@ -995,3 +995,26 @@ def test_a_forbidden_character_first_among_those_not_ascii_settles_the_look_with
     late = json.dumps({"notes": ["é", *["\u200b" * 64 + str(i) for i in range(500)]]}, ensure_ascii=False).encode()
     look = manifest_characters.look_at_bytes(late)
     assert (look.forbidden_possible and passes == [len(late)]) or byte_facts.facts(b"a") is None
+
+
+def test_the_anchor_search_taken_ahead_is_the_scan_s_first() -> None:
+    """Gate 2's worker searches ASCII bytes for the first anchor while the JSON is parsed: the scan
+    takes that answer for its first search, goes on searching past it, and finds what it finds
+    without it; nowhere settles a document at once."""
+    from ito_training_mcp import secret_scan
+
+    prefix = "ghp_"
+    credential = prefix + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    document = {"description": "a tokenizer note", "data": ["x" * 5000, {"note": credential}]}
+    text = json.dumps(document)
+    encoded = text.encode()
+    first = secret_scan.first_ascii_anchor(encoded)
+    assert first is not None and 0 <= first < text.index(credential)  # "token" comes first
+    assert secret_scan.scan(document, source=text, encoded=encoded, ascii_anchor=first) == \
+        secret_scan.scan(document) != []
+    clean = {"description": "plain words", "data": ["x" * 5000]}
+    clean_bytes = json.dumps(clean).encode()
+    assert secret_scan.first_ascii_anchor(clean_bytes) == -1
+    # The answer is trusted (a wrong one would hide the credential): only gate 2's own look gives it.
+    assert secret_scan.scan(document, source=text, encoded=encoded, ascii_anchor=-1) == []
+    assert secret_scan.first_ascii_anchor("é".encode()) is None  # not ASCII: the scan searches itself

@@ -570,21 +570,24 @@ async def test_invalid_cap_setting_is_config_invalid(marked_path: str) -> None:
 async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_checked(
         safe_dir: Path, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch, size: str) -> None:
     """Under asyncio the worker hands the bytes of a large file over before it hashes them: the checks
-    have begun before the SHA-256 is computed, and the digest is of the very object they checked. A
-    small file is hashed first (handing it over would cost more than its hash)."""
+    have begun before the SHA-256 is computed, they take the worker's look at the very bytes they
+    parse, and the digest is of the very object they checked. A small file is hashed first (handing
+    it over would cost more than its hash), and the checks look at it themselves."""
     import threading
 
-    from ito_training_mcp import digest, safe_read
+    from ito_training_mcp import digest, look_ahead, safe_read
 
     checks_began = threading.Event()
     waited_in_vain: list[bool] = []
     checked: list[bytes] = []
+    looks: list[Any] = []
     real_parse, real_sha256 = digest.parse_checked, safe_read.hashlib.sha256
 
-    def parse(content: bytes) -> Any:
+    def parse(content: bytes, ahead: Any = None) -> Any:
         checks_began.set()
         checked.append(content)
-        return real_parse(content)
+        looks.append(None if ahead is None else ahead())
+        return real_parse(content, (lambda: looks[0]) if ahead is not None else None)
 
     def sha256(data: bytes) -> Any:  # the hash waits for the checks to begin (in vain if they wait for it)
         waited_in_vain.append(not checks_began.wait(10))
@@ -602,6 +605,11 @@ async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_c
     digested = await digest.read_and_digest(str(path), ManifestSettings.from_env({}), summarize=True)
     assert waited_in_vain == [False]
     assert digested.file.content is checked[0]
+    if size == "large":
+        assert isinstance(looks[0], look_ahead.LookAhead) and looks[0].content is checked[0]
+        assert looks[0].ascii_anchor is not None  # the worker searched the ASCII bytes for anchors
+    else:
+        assert looks == [None]
     assert digested.sha256 == hashlib.sha256(content).hexdigest()
     assert digested.summary()["sha256"] == digested.sha256
 
