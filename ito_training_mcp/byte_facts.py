@@ -25,7 +25,6 @@ RE2 (a dependency): without it there are no facts, and every question is asked t
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable
 from functools import cache
 from itertools import compress
 from typing import Any, NamedTuple
@@ -45,22 +44,39 @@ class ByteFacts(NamedTuple):
 
 
 _NOT_SHOWN, _COMPOSING, _ANCHOR, _NFKC_UNSURE, _NFKD_UNSURE, _FORBIDDEN = range(6)
+_SEARCHED = len(ByteFacts._fields)  # the end of the text: every text the search went through holds it
 
 
 def facts(data: bytes) -> ByteFacts | None:
-    """The facts of UTF-8 `data`, in one pass; None without RE2."""
+    """The facts of UTF-8 `data`, in one pass; None without RE2, or when the search did not go through
+    (RE2's set search answers "none" when its automaton does not fit in memory: the pattern of the
+    text's end, which every text holds, is then missing too)."""
     search = _set_search()
     if search is None:
         return None
     found = set(search.Match(data) or ())
-    return ByteFacts(_NOT_SHOWN in found, _COMPOSING in found, _ANCHOR in found, _NFKC_UNSURE in found,
-                     _NFKD_UNSURE in found, _FORBIDDEN in found)
+    if _SEARCHED not in found:
+        return None
+    return ByteFacts(*(index in found for index in range(_SEARCHED)))
 
 
 # Every character with a decomposition lies below U+30000 (the CJK compatibility ideographs end at
 # U+2FA1D); every non-starter below U+20000 (text_normal's bound). A test checks both.
 _DECOMPOSING_BELOW = 0x30000
 _HANGUL_SYLLABLES = range(0xAC00, 0xD7A4)  # decomposed by rule, not by a mapping in the database
+
+
+@cache
+def _decomposing() -> tuple[int, ...]:
+    below = range(_DECOMPOSING_BELOW)
+    return tuple(compress(below, map(bool, map(unicodedata.decomposition, map(chr, below)))))
+
+
+@cache
+def nfkd_changed() -> tuple[int, ...]:
+    """Every code point NFKD changes when it stands alone (from this Python's `unicodedata`).
+    Hangul syllables: NFKD takes each apart, NFKC leaves each as it is (a test checks every one)."""
+    return (*(c for c in _decomposing() if unicodedata.normalize("NFKD", chr(c)) != chr(c)), *_HANGUL_SYLLABLES)
 
 
 @cache
@@ -71,11 +87,8 @@ def normal_form_patterns() -> tuple[str, str]:
     from .decomposed_anchors import COMPOSING
     from .text_normal import last_plane_with_non_starters
 
-    below = range(_DECOMPOSING_BELOW)
-    decomposing = list(compress(below, map(bool, map(unicodedata.decomposition, map(chr, below)))))
-    # Hangul syllables: NFKD takes each apart, NFKC leaves each as it is (a test checks every one)
-    nfkd_changes = [*(c for c in decomposing if unicodedata.normalize("NFKD", chr(c)) != chr(c)), *_HANGUL_SYLLABLES]
-    nfkc_changes = [c for c in decomposing if unicodedata.normalize("NFKC", chr(c)) != chr(c)]
+    nfkd_changes = list(nfkd_changed())
+    nfkc_changes = [c for c in _decomposing() if unicodedata.normalize("NFKC", chr(c)) != chr(c)]
     composing = [c for low, high in COMPOSING for c in range(low, high + 1)]
     by_class: dict[int, list[int]] = {}
     marks = range(0x300, last_plane_with_non_starters() + 1)
@@ -111,13 +124,13 @@ def _set_search() -> Any:
     nfkc, nfkd = normal_form_patterns()
     for index, pattern in ((_NOT_SHOWN, re2_class(not_shown_ranges())), (_COMPOSING, re2_class(COMPOSING)),
                            (_ANCHOR, anchors), (_NFKC_UNSURE, nfkc), (_NFKD_UNSURE, nfkd),
-                           (_FORBIDDEN, re2_class(forbidden_raw_ranges()))):
+                           (_FORBIDDEN, re2_class(forbidden_raw_ranges())), (_SEARCHED, r"\z")):
         if search.Add(pattern) != index:
             raise RuntimeError("byte_facts: RE2 numbered a pattern otherwise")
     search.Compile()
     # RE2's set search answers "none" when its automaton cannot be built within its memory: a text
     # holding an answer to every question must get every answer, or there are no facts (the long way).
-    if set(search.Match(_EVERY_ANSWER) or ()) != set(range(len(ByteFacts._fields))):
+    if set(search.Match(_EVERY_ANSWER) or ()) != set(range(_SEARCHED + 1)):
         return None
     return search
 
@@ -125,27 +138,3 @@ def _set_search() -> Any:
 # A no-break space (not shown), a combining acute (may compose), "password" (an anchor), a full-width
 # f (NFKC and NFKD change it), a zero-width space (forbidden).
 _EVERY_ANSWER = "\u00a0e\u0301 password \uff46 \u200b".encode()
-
-
-@cache
-def anchor_or_not_nfkc_search() -> Callable[[bytes, int], int] | None:
-    """Where, at or after `pos`, UTF-8 `data` next holds an anchor of the secret scanner as written, or
-    a place that could make it other than in NFKC (the NFKC question's pattern); -1: none. For text
-    mostly ASCII in neither form: each string found is normalised and checked, and every other
-    string is in NFKC already. None without RE2."""
-    from .secret_engine import default_engine
-
-    anchors = getattr(default_engine(), "anchor_pattern", None)
-    if anchors is None:
-        return None
-    import re2
-
-    options = re2.Options()
-    options.never_capture = True
-    options.max_mem = 64 << 20
-    compiled = re2.compile(f"(?:{anchors})|(?:{normal_form_patterns()[0]})", options)
-
-    def search(data: bytes, pos: int) -> int:
-        match = compiled.search(data, pos)
-        return -1 if match is None else int(match.start())
-    return search

@@ -35,10 +35,10 @@ import re
 import unicodedata
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import secret_rules
-from .invisible import re2_class, utf8_starts
+from .invisible import re2_class, runs, utf8_starts
 
 # The characters that may compose with the one before them (NFKC's quick check says "maybe" for
 # them): the second of each canonical pair that composes, and the Hangul vowel and final jamo. A text
@@ -137,7 +137,112 @@ def pattern(re2: bool) -> str:
         return f"\\x{{{code:x}}}" if re2 else f"\\U{code:08x}"
 
     marks = "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in _marks()) + "]"
+    invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
+    return "|".join([invisible, *(_anchor(anchor, fold, char, marks) for anchor, fold in _anchors())])
+
+
+def _anchors() -> list[tuple[str, bool]]:
+    """Every anchor of a format and every credential key-name stem, with whether case is ignored."""
     anchors = {(anchor, rule.fold) for rule in secret_rules.RULES for anchor in rule.anchors}
     anchors |= {(stem, True) for stem in secret_rules.KEY_NAME_STEMS}
-    invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
-    return "|".join([invisible, *(_anchor(anchor, fold, char, marks) for anchor, fold in sorted(anchors))])
+    return sorted(anchors)
+
+
+# ---------------------------------------------------------------------------- text in any form
+
+# Text in neither form (full-width forms; letters composed and not) is searched the same way without
+# being decomposed first, when every character of it decomposes into one starter at most.
+#
+# Why. Let a string `s` hold no character whose NFKD holds two starters or more, and let its NFKC
+# hold an anchor `a`. Then its NFKD holds `a`'s pattern above, and each starter of that NFKD comes
+# from exactly one character of `s`, in the same order (NFKD works character by character and no
+# mark moves past a starter). A character of `s` between the characters that give two starters of the
+# pattern gives none: its NFKD is marks only. So `s` holds, for each starter `b` of the pattern, a
+# character whose NFKD's one starter is `b` (under case folding, one whose starter folds with `b`),
+# and between two of them characters whose NFKD is marks only, where the pattern allows marks, and
+# nothing where it does not. The pattern built here is that, with every character that has two
+# starters or more, and every one whose NFKD holds an invisible character, as patterns of their own:
+# where one of them stands, the caller looks the long way. It finds more than it must (a letter with
+# marks of its own for a bare letter of the anchor), never less; a test checks it against NFKC.
+
+
+class _Starters(NamedTuple):
+    by_starter: dict[int, list[int]]  # the characters whose NFKD holds exactly one starter, by that starter
+    marks_only: list[int]  # those whose NFKD holds marks (non-starters) only
+    unsure: list[int]  # those whose NFKD holds two starters or more, or an invisible character
+
+
+@cache
+def _starters() -> _Starters:
+    """Every character NFKD changes, by the starters of its NFKD (~30 ms, once)."""
+    from .byte_facts import nfkd_changed
+
+    invisible = frozenset(code for low, high in secret_rules.INVISIBLE_RANGES for code in range(low, high + 1))
+    by_starter: dict[int, list[int]] = {}
+    marks_only: list[int] = []
+    unsure: list[int] = []
+    for code in nfkd_changed():
+        decomposed = unicodedata.normalize("NFKD", chr(code))
+        starters = [c for c in decomposed if not unicodedata.combining(c)]
+        if len(starters) > 1 or not invisible.isdisjoint(map(ord, decomposed)):
+            unsure.append(code)
+        elif starters:
+            by_starter.setdefault(ord(starters[0]), []).append(code)
+        else:
+            marks_only.append(code)
+    return _Starters(by_starter, marks_only, unsure)
+
+
+@cache
+def any_form_search() -> Callable[[bytes, int], int] | None:
+    """Where, at or after byte `pos`, UTF-8 `data` next holds a place of `any_form_pattern` (-1: none),
+    in one search (~2.5 ms a mebibyte); None without RE2. Built at first use (~0.2 s, once)."""
+    try:
+        import re2
+    except ImportError:  # pragma: no cover - exercised where no wheel exists
+        return None
+    options = re2.Options()
+    options.never_capture = True
+    options.max_mem = 64 << 20
+    compiled = re2.compile(any_form_pattern(), options)
+
+    def search(data: bytes, pos: int) -> int:
+        match = compiled.search(data, pos)
+        return -1 if match is None else int(match.start())
+    return search
+
+
+def any_form_pattern() -> str:
+    """RE2's pattern of every place where the NFKC of a string of UTF-8 text in any form could hold an
+    anchor of a format or a credential key-name stem (see above), or an invisible character; and of
+    every character this pattern cannot follow (two starters or more in its NFKD: ligatures,
+    Hangul syllables ...)."""
+    import re2
+
+    table = _starters()
+    folded_starters = "".join(map(chr, table.by_starter))
+
+    @cache
+    def members(starter: int, fold: bool) -> list[int]:
+        """The characters that give `starter` (or, under case folding, one that folds with it)."""
+        found = {starter, *table.by_starter.get(starter, ())}
+        if fold:  # the starters of decompositions that RE2 takes for this one, without case
+            folding = re2.compile(f"(?i:\\x{{{starter:x}}})")
+            for match in folding.finditer(folded_starters):
+                other = ord(match.group())
+                found |= {other, *table.by_starter[other]}
+        return sorted(found)
+
+    marks = re2_class(runs([*(c for low, high in _marks() for c in range(low, high + 1)), *table.marks_only]))
+    patterns = [secret_rules.invisible_class(True, nul=False), re2_class(runs(table.unsure))]
+    for anchor, fold in _anchors():
+        parts = []
+        for letter in anchor:
+            decomposed = unicodedata.normalize("NFKD", letter)
+            starters = [ord(c) for c in decomposed if not unicodedata.combining(c)]
+            parts += [re2_class(runs(members(starter, fold))) for starter in starters]
+            if len(starters) != len(decomposed) or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS):
+                parts.append(marks + "*")
+        body = "".join(parts)
+        patterns.append(f"(?i:{body})" if fold else body)
+    return "|".join(patterns)

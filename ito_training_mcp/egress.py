@@ -110,14 +110,19 @@ _LONG = 512
 def _printable(text: str, multiline: bool) -> bool:
     """Is every character shown as itself (printable and not invisible; newline and tab too, when
     `multiline`)?"""
-    if len(text) > _LONG and text.isascii():  # `isascii` costs nothing for a str
-        return not any(c in text for c in (_ASCII_UNPRINTABLE_MULTILINE if multiline else _ASCII_UNPRINTABLE))
+    if not multiline:
+        return _shown_as_is(text)
+    if len(text) > _LONG and text.isascii():
+        return not any(c in text for c in _ASCII_UNPRINTABLE_MULTILINE)
     if text.isprintable():  # C speed: the common case costs one pass
         return not has_invisible(text)
-    return multiline and text.replace("\n", "").replace("\t", "").isprintable() and not has_invisible(text)
+    return text.replace("\n", "").replace("\t", "").isprintable() and not has_invisible(text)
 
 
 def _shown_as_is(text: str) -> bool:
+    """Is every character shown as itself (printable and not invisible)?"""
+    if len(text) > _LONG and text.isascii():  # `isascii` costs nothing for a str
+        return not any(c in text for c in _ASCII_UNPRINTABLE)
     return text.isprintable() and not has_invisible(text)
 
 
@@ -304,8 +309,10 @@ class _Walk:
                 return REVIEW_WITHHELD_NOTE
         if isinstance(value, str):
             return self.string(value, path, relayed, scanned)
-        if scanned and path not in _MULTILINE_PARENTS and isinstance(value, _CONTAINERS) and self._plain_tree(value):
-            return value  # the whole subtree at once (a list of data references, say)
+        if scanned and path not in _MULTILINE_PARENTS and isinstance(value, _CONTAINERS) and \
+                self._plain(value.values() if isinstance(value, dict) else value, ()) and self._plain_tree(value):
+            return value  # the whole subtree at once (a list of data references, say), once its own
+            # strings are (a string of its own that is not shown, the description, spares the join)
         if isinstance(value, list | tuple):
             if scanned and not any(isinstance(item, _CONTAINERS) for item in value) and self._plain(value, ()):
                 return list(value)  # a list of labels at once

@@ -455,7 +455,7 @@ def parse_checked(content: bytes, ahead: Callable[[], LookAhead | None] | None =
         raise _invalid_json(exc) from None
     looked = ahead() if ahead is not None else None
     if looked is None or looked.content is not content:
-        looked = LookAhead(content, look_at_bytes(content, characters=len(text)), None)
+        looked = LookAhead(content, look_at_bytes(content, characters=len(text)), None, None)
     look = looked.look  # C0 and DEL are in the rule's classes
     forbidden_possible = look.forbidden_possible
     strings = secret_scan.DocumentStrings(document)
@@ -475,7 +475,7 @@ def parse_checked(content: bytes, ahead: Callable[[], LookAhead | None] | None =
     findings = secret_scan.scan(document, source=text, strings=strings,
                                 bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters,
                                 source_invisible_free=not forbidden_possible, encoded=content, facts=look.facts,
-                                ascii_anchor=looked.ascii_anchor)
+                                ascii_anchor=looked.ascii_anchor, any_form_place=looked.any_form_place)
     if findings:
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,

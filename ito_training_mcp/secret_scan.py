@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from itertools import compress, count, repeat
 from typing import Any
 
-from . import byte_facts, decomposed_anchors, pointers
+from . import decomposed_anchors, pointers
 from .byte_facts import ByteFacts
 from .document_strings import DocumentStrings as DocumentStrings
 from .document_strings import Span as _Span
@@ -282,20 +282,15 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
             at_index += 1
 
 
-# The characters whose NFKD holds `"` or `\\` (a test checks them against unicodedata): a JSON text
-# holding one is not searched in its NFKD, whose strings would not be its own.
-QUOTE_OR_ESCAPE_MAKERS = "\ufe68\uff02\uff3c"
 _LOOK_NORMALISES = 1 << 16
-# Strings the look at a text mostly ASCII in neither form may normalise and check (~5 us each) before
-# leaving the text to the walk: one per list of labels of a mebibyte manifest with a full-width space
-# in each.
-_MAX_NOT_NFKC_SEGMENTS = 512
-_HANGUL_SYLLABLE_LEADS = (b"\xea", b"\xeb", b"\xec", b"\xed")  # U+AC00..U+D7A3 begin so in UTF-8 (and little else)
+# Strings the look at a text in neither form may normalise and check (~5 us each) before leaving the
+# text to the walk: one per list of labels of a mebibyte manifest with a ligature in each.
+_MAX_ANY_FORM_SEGMENTS = 512
 
 
 def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, runs_checked: bool = False,
                        data: Any = None, invisible_checked: bool = False, facts: ByteFacts | None = None,
-                       first_anchor: int | None = None) -> bool:
+                       first_anchor: int | None = None, first_any_form: int | None = None) -> bool:
     """True when the JSON text (no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -307,14 +302,15 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     caller knows the text holds no invisible character. `facts`: `byte_facts.facts(data)`, which
     answer whether the text may compose, whether an anchor occurs in it as written, and (when they
     can) whether it is in NFKC or NFKD. `first_anchor`: for ASCII `data`, what `first_ascii_anchor(data)`
-    returned, when the caller searched ahead.
+    returned, when the caller searched ahead; `first_any_form`: for other `data`, what
+    `first_any_form_place(data)` returned.
     """
     ascii_only = text.isascii()
     if not ascii_only and not runs_checked and long_combining_run(text):
         return False
     data = engine.prepare(text) if data is None else data
     decomposed = False  # text in NFKD: searched for the places its NFKC could hold an anchor
-    not_nfkc_search = None  # text mostly ASCII in neither form: anchors and the places that are not NFKC
+    any_form = None  # text in neither form: its search (decomposed_anchors.any_form_search)
     segment_runs_checked = True
     if not ascii_only:
         if not invisible_checked and engine.invisible(data, 0) is not None:
@@ -327,46 +323,33 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         decomposed = in_nfkd and (decomposed_anchors.may_compose(data) if facts is None else facts.composing)
         neither = not in_nfkd and not ((facts is not None and not facts.nfkc_unsure) or (
             not decomposed_anchors.holds_latin_marks(data) and unicodedata.is_normalized("NFKC", text)))
-        if neither and isinstance(data, bytes) and 4 * (len(data) - len(text)) < len(text):
-            # Neither form, mostly ASCII (an ASCII manifest with a no-break space or a ligature in
-            # its description): the search for anchors also stops at each place that could make a
-            # string other than in NFKC (Unicode's quick check: byte_facts), and each string found
-            # is normalised before its check, as the walk would; every other string is in NFKC.
-            not_nfkc_search = byte_facts.anchor_or_not_nfkc_search()
-            if not_nfkc_search is None:
+        if neither:
+            # Neither form (a no-break space in an ASCII manifest, full-width forms, letters composed
+            # and not): searched as it stands for the places where the NFKC of a string could hold an
+            # anchor or an invisible character, and for the characters that search cannot follow
+            # (`decomposed_anchors.any_form_pattern`, which shows why it misses none). Each string
+            # found is normalised before its check, as the walk would; its marks are counted again,
+            # since decomposition can lengthen a run of them.
+            any_form = decomposed_anchors.any_form_search() if isinstance(data, bytes) else None
+            if any_form is None:
                 return False
-            decomposed = True
-        elif neither:
-            # Neither form: full-width forms, or letters composed and not (Latin combining marks in
-            # a text not in NFKD are taken for that: NFKC's look would normalise all of it to tell).
-            # Its NFKD is searched instead, when that leaves every quote where it was (U+FF02
-            # decomposes into one) and makes no escape; decomposition can lengthen a run of marks,
-            # so each string found has them counted again. Only where it pays (attacker reviews):
-            # with RE2 (Python's `re` searches decomposed Hangul slowly), for text mostly not ASCII
-            # (that is above) and without Hangul syllables (two or three jamo each, composed again
-            # for each string found: 1.4x when each holds a hit).
-            if not isinstance(data, bytes) or any(lead in data for lead in _HANGUL_SYLLABLE_LEADS) \
-                    or any(char in text for char in QUOTE_OR_ESCAPE_MAKERS):
-                return False
-            spelt = unicodedata.normalize("NFKD", text)
-            if spelt.count('"') != text.count('"') or "\\" in spelt:
-                return False
-            text, data, decomposed, segment_runs_checked = spelt, engine.prepare(spelt), True, False
+            decomposed, segment_runs_checked = True, False
     if facts is not None and not decomposed and not facts.anchor:
         return True  # searched as it stands (NFKC, or NFKD that composes nothing), and no anchor in it
-    next_anchor = (engine.next_ascii_anchor if ascii_only else not_nfkc_search if not_nfkc_search is not None else
+    next_anchor = (engine.next_ascii_anchor if ascii_only else any_form if any_form is not None else
                    engine.next_decomposed_anchor if decomposed else engine.next_anchor)
-    if ascii_only and first_anchor is not None:
-        if first_anchor < 0:
+    ahead = first_anchor if ascii_only else first_any_form if any_form is not None else None
+    if ahead is not None:  # the first search, taken ahead
+        if ahead < 0:
             return True
         search_on = next_anchor
-        next_anchor = lambda data, pos: first_anchor if pos == 0 else search_on(data, pos)  # noqa: E731
+        next_anchor = lambda data, pos: ahead if pos == 0 else search_on(data, pos)  # noqa: E731
     normalising = _LOOK_NORMALISES  # characters of found strings this look may normalise before the walk does
     quote = _separator(data, '"')
     colon = _separator(data, ":")
     pos = 0
     as_written = 0  # strings checked as they are (not changed by NFKC): at most _MAX_SEGMENTS of them
-    for _ in range(_MAX_SEGMENTS if not_nfkc_search is None else _MAX_NOT_NFKC_SEGMENTS):
+    for _ in range(_MAX_SEGMENTS if any_form is None else _MAX_ANY_FORM_SEGMENTS):
         at = next_anchor(data, pos)
         if at < 0:
             return True
@@ -410,6 +393,16 @@ def first_ascii_anchor(encoded: bytes) -> int | None:
     if not encoded.isascii() or not engine.searches_bytes:
         return None
     return engine.next_ascii_anchor(encoded, 0)
+
+
+def first_any_form_place(encoded: bytes) -> int | None:
+    """Where the look at a JSON text in neither normal form (`encoded`, UTF-8) finds its first place
+    (`decomposed_anchors.any_form_search`; -1: nowhere), searched ahead of the scan as
+    `first_ascii_anchor` is. None without RE2 or when the engine does not search bytes."""
+    search = decomposed_anchors.any_form_search()
+    if search is None or not default_engine().searches_bytes:
+        return None
+    return search(encoded, 0)
 
 
 # ---------------------------------------------------------------------------- documents
@@ -485,7 +478,8 @@ def _text_size(source: bytes | str | None, strings: DocumentStrings) -> int:
 
 def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentStrings | None = None,
          bounded: bool = False, source_invisible_free: bool = False, encoded: bytes | None = None,
-         facts: ByteFacts | None = None, ascii_anchor: int | None = None) -> list[Finding]:
+         facts: ByteFacts | None = None, ascii_anchor: int | None = None,
+         any_form_place: int | None = None) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it holds no escapes
@@ -499,7 +493,7 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     `facts`: `byte_facts.facts(encoded)`, when the caller took them: the look is spared the searches
     they answer (whether the text may compose, whether an anchor occurs as written). `ascii_anchor`:
     `first_ascii_anchor(encoded)`, when the caller searched ahead (in another thread: the search lets
-    go of the GIL).
+    go of the GIL); `any_form_place`: `first_any_form_place(encoded)`, likewise.
 
     `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
     so never a valid manifest): the anchor and rule searches may then spend at most BOUNDED_PASSES
@@ -535,7 +529,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
         if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data,
                                                invisible_checked=source_invisible_free,
                                                facts=facts if data is encoded else None,
-                                               first_anchor=ascii_anchor if data is encoded else None):
+                                               first_anchor=ascii_anchor if data is encoded else None,
+                                               first_any_form=any_form_place if data is encoded else None):
             return []
         if not text.isascii():  # the walk decides as if this look had not been made: with all its budget
             budget, memo = fresh(), _Memo()

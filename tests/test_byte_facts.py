@@ -125,3 +125,15 @@ def test_a_set_search_that_cannot_answer_every_question_gives_no_facts(monkeypat
         monkeypatch.setattr(re2.Set, "Match", real)
         byte_facts._set_search.cache_clear()
     assert byte_facts.facts("Tiếng".encode()) is not None
+
+
+def test_a_search_that_did_not_go_through_gives_no_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RE2's set search answers "none" when its automaton does not fit in memory: without the pattern
+    of the text's end, which every text holds, there are no facts (the long way), never "nowhere"."""
+    class Failing:
+        def Match(self, data: bytes) -> list[int]:  # RE2's name
+            return []
+
+    assert byte_facts.facts(b"plain") is not None
+    monkeypatch.setattr(byte_facts, "_set_search", lambda: Failing())
+    assert byte_facts.facts(b"plain") is None

@@ -63,6 +63,91 @@ def anchor_spelt(draw: st.DrawFn) -> str:
 texts = st.one_of(anchor_spelt(), st.lists(st.sampled_from(FILLER + MARKS), max_size=24).map("".join))
 
 
+
+def _variants_by_starter() -> dict[str, list[str]]:
+    """Every character whose NFKD holds exactly one starter, by that starter: worked out here from
+    unicodedata alone, code point by code point, apart from the table the pattern is built from."""
+    variants: dict[str, list[str]] = {}
+    for code in range(0x30000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        starters = [c for c in unicodedata.normalize("NFKD", chr(code)) if not unicodedata.combining(c)]
+        if len(starters) == 1:
+            variants.setdefault(starters[0], []).append(chr(code))
+    return variants
+
+
+VARIANTS = _variants_by_starter()
+# Characters the search cannot follow (two starters or more: ligatures, fractions, Hangul syllables,
+# letters of two), one whose NFKD is invisible (a Hangul filler), and precomposed letters.
+ANY_FORM_FILLER = [*FILLER, "\ufb01", "\ufb02", "\u00bd", "\u01c5", "\uac00", "\ud55c", "\uffa0", "\u2122",
+                   "\u1ec7", "\u1ebf", "\u00f1", "\u00c5", "\u212b", "\u1e9b"]
+
+
+@st.composite
+def anchor_in_any_form(draw: st.DrawFn) -> str:
+    """An anchor written in any form NFKC maps back onto it: each letter's case changed where it is
+    searched without case, then each starter of its NFKD written as any character whose NFKD has that
+    one starter (full-width, mathematical, circled, precomposed with marks of its own ...), marks
+    after it, the whole composed or decomposed, text around it."""
+    anchor, fold = draw(st.sampled_from(ANCHORS))
+    letters = []
+    for char in anchor:
+        if fold:
+            char = draw(st.sampled_from([char, char.upper(), char.lower()]))
+        for part in unicodedata.normalize("NFKD", char):
+            if unicodedata.combining(part):
+                letters.append(part)
+            else:
+                letters.append(draw(st.sampled_from([part, part, *VARIANTS.get(part, [])])))
+        if draw(st.integers(0, 5)) == 0:
+            letters.append(draw(st.sampled_from(MARKS)))
+    around = st.lists(st.sampled_from(ANY_FORM_FILLER + MARKS), max_size=6).map("".join)
+    form = draw(st.sampled_from(["NFC", "NFD", "as written"]))
+    spelt = "".join(letters)
+    return draw(around) + (spelt if form == "as written" else unicodedata.normalize(form, spelt)) + draw(around)
+
+
+any_form_texts = st.one_of(anchor_in_any_form(), st.lists(st.sampled_from(ANY_FORM_FILLER + MARKS),
+                                                          max_size=24).map("".join))
+
+
+def found_in_any_form(text: str) -> bool:
+    search = decomposed_anchors.any_form_search()
+    assert search is not None
+    return search(text.encode("utf-8", "surrogatepass"), 0) >= 0
+
+
+@settings(SETTINGS, max_examples=3000)
+@given(any_form_texts)
+def test_no_place_that_normalises_into_an_anchor_is_missed_in_any_form(text: str) -> None:
+    """The search of text as it stands (decomposed_anchors.any_form_pattern) finds every text whose
+    NFKC holds an anchor or an invisible character, whatever its form."""
+    if shown_holds_anchor(text) and not text_normal.long_combining_run(text):
+        assert found_in_any_form(text), ascii(text)
+
+
+def test_the_search_in_any_form_is_not_vacuous() -> None:
+    """Each anchor, written with a full-width or mathematical letter where it has one, is found;
+    plain words, precomposed letters and lone full-width letters are not."""
+    for anchor, _fold in ANCHORS:
+        for index, char in enumerate(anchor):
+            others = [v for v in VARIANTS.get(char, []) if v != char]
+            if others:
+                spelt = anchor[:index] + others[-1] + anchor[index + 1:]
+                assert found_in_any_form("x" + spelt + "x"), ascii(spelt)
+    for text in ("Tiếng Việt đánh giá", "ｅｖａｌ ｓｕｉｔｅ", "mmlu", "ｘ", "résumé", "pas\u0301sword"):
+        assert not found_in_any_form(text), text
+    for text in ("\ufb01", "\uac00", "\uffa0", "\u200b"):  # what it cannot follow, and invisible characters
+        assert found_in_any_form(text), ascii(text)
+    # Marks after a letter whose NFKD has them, written apart; half-width kana with their voicing marks
+    # (U+FF9F and U+FF9E decompose into marks alone); jamo; letters of other scripts, full-width.
+    for text in ("schlu\u0308ssel", "\uff33\uff23\uff28\uff2c\uff35\u0308\uff33\uff33\uff25\uff2c",
+                 "\uff8a\uff9f\uff7d\uff9c\uff70\uff84\uff9e", "\u1110\u1169\u110f\u1173\u11ab",
+                 "\u314c\u1169\u110f\u1173\u11ab", "\u0422\u041e\u041a\u0415\u041d"):
+        assert shown_holds_anchor(text) and found_in_any_form("x" + text + "x"), ascii(text)
+
+
 @SETTINGS
 @given(texts)
 def test_no_place_that_normalises_into_an_anchor_is_missed(text: str) -> None:
@@ -114,6 +199,9 @@ def _scan_both_ways(document: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[lis
     assert secret_scan.scan(document, source=source, encoded=encoded) == with_search
     assert secret_scan.scan(document, source=encoded) == with_search
     assert secret_scan.scan(document, source=source, encoded=encoded, facts=byte_facts.facts(encoded)) == with_search
+    # and with the first search of a text in neither form taken ahead, as gate 2's worker does
+    assert secret_scan.scan(document, source=source, encoded=encoded, facts=byte_facts.facts(encoded),
+                            any_form_place=secret_scan.first_any_form_place(encoded)) == with_search
     with monkeypatch.context() as patched:  # the long way: no look at the JSON text, every text normalised
         patched.setattr(secret_scan, "_raw_text_is_clean", lambda *args, **kwargs: False)
         patched.setattr(text_normal, "_could_hold_an_anchor", lambda odd, together, data: (odd, together))
@@ -170,20 +258,18 @@ def test_an_anchor_that_only_nfkc_spells_in_an_ascii_manifest_is_found(spelt: st
     assert with_search == without
 
 
-def test_a_text_whose_nfkd_moves_its_quotes_is_left_to_the_walk() -> None:
-    """U+FF02 (full-width quotation mark) decomposes into `"`: the JSON text's NFKD would split a
-    string in two, so the look at the text gives up and the walk finds the credential."""
-    document = {"labels": [f"\uff02{CANARY_GITHUB}\uff02 ｇｈｐ", "é"]}
+def test_a_text_holding_characters_that_nfkc_makes_quotes_of_is_searched_as_it_stands() -> None:
+    """U+FF02 (full-width quotation mark) and U+FE68 / U+FF3C (backslashes) become `"` and `\\` in NFKC:
+    the look at a text in neither form searches the text as it stands, whose quotes are the JSON
+    text's, so they split nothing; a credential between two of them is found, and a text that only
+    holds them is clean."""
+    document = {"labels": [f"\uff02{CANARY_GITHUB}\uff02 ｇｈｐ \uff3c\ufe68", "é"]}
     source = json.dumps(document, ensure_ascii=False)
     engine = default_engine()
-    quiet = {"labels": ["\uff02 ｇｈｐ", "é"]}  # nothing to find, but the look still cannot tell
-    assert not secret_scan._raw_text_is_clean(engine, json.dumps(quiet, ensure_ascii=False), secret_scan._Memo(),
-                                              secret_scan._Budget(None))
-    assert secret_scan._raw_text_is_clean(engine, json.dumps({"ラベル": ["ｇｈ" * 9, "é"]}, ensure_ascii=False),
-                                          secret_scan._Memo(), secret_scan._Budget(None))
-    computed = {chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c <= 0xDFFF
-                and ('"' in unicodedata.normalize("NFKD", chr(c)) or "\\" in unicodedata.normalize("NFKD", chr(c)))}
-    assert computed == set(secret_scan.QUOTE_OR_ESCAPE_MAKERS)
+    quiet = {"labels": ["\uff02 ｇｈｐ \uff3c\ufe68", "é"]}
+    assert secret_scan._raw_text_is_clean(engine, json.dumps(quiet, ensure_ascii=False), secret_scan._Memo(),
+                                          secret_scan._Budget(None))
+    assert not secret_scan._raw_text_is_clean(engine, source, secret_scan._Memo(), secret_scan._Budget(None))
     findings = secret_scan.scan(document, source=source)
     assert [(f.pointer, f.kind) for f in findings] == [("/labels/0", "github_token")]
 
@@ -319,19 +405,20 @@ def test_a_decomposed_text_with_nothing_that_composes_is_in_nfkc_too(text: str) 
 
 
 def test_the_look_in_nfkd_is_taken_only_where_it_pays() -> None:
-    """Text mostly ASCII with one full-width letter is not decomposed: the look stops at that letter's
-    string alone and normalises it (with RE2; Python's engine leaves it to the walk, which normalises
-    only the strings that are not ASCII). One where the look would normalise too many found strings
-    is left to the walk; the answers are the long way's either way."""
+    """Text mostly ASCII with full-width letters is not decomposed: the look stops only at a string
+    whose NFKC could hold an anchor ("ｔｏｋｅｎｉｚｅｒ", not "ｘ") and normalises it alone (with RE2;
+    Python's engine leaves it to the walk, which normalises only the strings that are not ASCII). One
+    where the look would normalise too many found strings is left to the walk; the answers are the
+    long way's either way."""
     engine = default_engine()
-    mostly_ascii = {"labels": ["mmlu"] * 200 + ["ｘ"]}
+    mostly_ascii = {"labels": ["mmlu"] * 200 + ["ｘ", "ｔｏｋｅｎｉｚｅｒ"]}
     spelt: list[int] = []
     real = unicodedata.normalize
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(unicodedata, "normalize", lambda form, text: spelt.append(len(text)) or real(form, text))
         settled = secret_scan._raw_text_is_clean(engine, json.dumps(mostly_ascii, ensure_ascii=False),
                                                  secret_scan._Memo(), secret_scan._Budget(None))
-    assert settled == (engine.name == "re2") and spelt == ([1] if settled else [])
+    assert settled == (engine.name == "re2") and spelt == ([9] if settled else [])
     many = {"labels": ["ｔｏｋｅｎ " + "токен" * 800 + str(i) for i in range(20)]}  # a hit in each, 80,000 chars
     assert not secret_scan._raw_text_is_clean(engine, json.dumps(many, ensure_ascii=False),
                                               secret_scan._Memo(), secret_scan._Budget(None))

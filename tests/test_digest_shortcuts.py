@@ -1018,3 +1018,29 @@ def test_the_anchor_search_taken_ahead_is_the_scan_s_first() -> None:
     # The answer is trusted (a wrong one would hide the credential): only gate 2's own look gives it.
     assert secret_scan.scan(document, source=text, encoded=encoded, ascii_anchor=-1) == []
     assert secret_scan.first_ascii_anchor("é".encode()) is None  # not ASCII: the scan searches itself
+
+
+def test_the_search_of_a_text_in_neither_form_is_taken_ahead_and_trusted() -> None:
+    """For bytes that may be in neither normal form (letters composed and not), gate 2's worker also
+    takes the scanner's first search of them (`first_any_form_place`); the scan takes that answer,
+    and finds what it finds without it."""
+    from ito_training_mcp import look_ahead, secret_scan
+
+    prefix = "ghp_"
+    labels = [f"Tie\u0302\u0301ng Việt {i}" for i in range(200)]
+    document = {"labels": labels, "note": prefix + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"}
+    text = json.dumps(document, ensure_ascii=False)
+    encoded = text.encode()
+    looked = look_ahead.look_ahead(encoded)
+    assert looked is not None and looked.ascii_anchor is None and looked.any_form_place is not None
+    assert 0 <= looked.any_form_place == secret_scan.first_any_form_place(encoded)
+    facts = looked.look.facts
+    assert secret_scan.scan(document, source=text, encoded=encoded, facts=facts,
+                            any_form_place=looked.any_form_place) == secret_scan.scan(document) != []
+    # The answer is trusted (a wrong one would hide the credential): only gate 2's own look gives it.
+    assert secret_scan.scan(document, source=text, encoded=encoded, facts=facts, any_form_place=-1) == []
+    clean = json.dumps({"labels": labels}, ensure_ascii=False).encode()
+    assert look_ahead.look_ahead(clean).any_form_place == -1  # type: ignore[union-attr]
+    in_nfc = json.dumps({"labels": [unicodedata.normalize("NFC", label) for label in labels]},
+                        ensure_ascii=False).encode()
+    assert look_ahead.look_ahead(in_nfc).any_form_place is None  # type: ignore[union-attr]  # in NFKC: no need
