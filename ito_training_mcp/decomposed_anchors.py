@@ -197,6 +197,22 @@ def _starters() -> _Starters:
 def any_form_search() -> Callable[[bytes, int], int] | None:
     """Where, at or after byte `pos`, UTF-8 `data` next holds a place of `any_form_pattern` (-1: none),
     in one search (~2.5 ms a mebibyte); None without RE2. Built at first use (~0.2 s, once)."""
+    return _re2_search(any_form_pattern())
+
+
+@cache
+def crowded_string_search() -> Callable[[bytes, int], int] | None:
+    """Where, at or after byte `pos`, UTF-8 JSON text without escapes next holds a string with more
+    invisible characters than `text_normal.MAX_INVISIBLE_KINDS` (so possibly more kinds of them than
+    it cleans; -1: none); None without RE2."""
+    from .text_normal import MAX_INVISIBLE_KINDS
+
+    invisible = secret_rules.invisible_class(True, nul=False)
+    # lazily: the match, and the search, end at the last one counted
+    return _re2_search(f'{invisible}(?:[^"]*?{invisible}){{{MAX_INVISIBLE_KINDS}}}')
+
+
+def _re2_search(pattern: str) -> Callable[[bytes, int], int] | None:
     try:
         import re2
     except ImportError:  # pragma: no cover - exercised where no wheel exists
@@ -204,7 +220,7 @@ def any_form_search() -> Callable[[bytes, int], int] | None:
     options = re2.Options()
     options.never_capture = True
     options.max_mem = 64 << 20
-    compiled = re2.compile(any_form_pattern(), options)
+    compiled = re2.compile(pattern, options)
 
     def search(data: bytes, pos: int) -> int:
         match = compiled.search(data, pos)
@@ -213,11 +229,15 @@ def any_form_search() -> Callable[[bytes, int], int] | None:
 
 
 def any_form_pattern() -> str:
-    """RE2's pattern of every place where the NFKC of a string of UTF-8 text in any form could hold an
-    anchor of a format or a credential key-name stem (see above), or an invisible character; and of
-    every character this pattern cannot follow (two starters or more in its NFKD: ligatures,
-    Hangul syllables ...)."""
+    """RE2's pattern of every place where the `text_normal.normalize` of a string of UTF-8 text in any
+    form could hold an anchor of a format or a credential key-name stem (see above; invisible
+    characters may stand anywhere between the characters that give its starters, since the cleaning
+    removes them); of a run of combining marks too long to normalise once they are removed; and of
+    every character this pattern cannot follow (two starters or more in its NFKD: ligatures, Hangul
+    syllables ...)."""
     import re2
+
+    from .text_normal import COMBINING_RUN_MAX, non_starter_ranges
 
     table = _starters()
     folded_starters = "".join(map(chr, table.by_starter))
@@ -233,8 +253,12 @@ def any_form_pattern() -> str:
                 found |= {other, *table.by_starter[other]}
         return sorted(found)
 
-    marks = re2_class(runs([*(c for low, high in _marks() for c in range(low, high + 1)), *table.marks_only]))
-    patterns = [secret_rules.invisible_class(True, nul=False), re2_class(runs(table.unsure))]
+    invisible = [code for low, high in secret_rules.INVISIBLE_RANGES if low for code in range(low, high + 1)]
+    gap = re2_class(runs(invisible)) + "*"
+    marks = re2_class(runs([*(c for low, high in _marks() for c in range(low, high + 1)), *table.marks_only,
+                            *invisible])) + "*"
+    non_starter = re2_class(non_starter_ranges())
+    patterns = [re2_class(runs(table.unsure)), f"{non_starter}(?:{gap}{non_starter}){{{COMBINING_RUN_MAX}}}"]
     for anchor, fold in _anchors():
         parts = []
         for letter in anchor:
@@ -242,7 +266,7 @@ def any_form_pattern() -> str:
             starters = [ord(c) for c in decomposed if not unicodedata.combining(c)]
             parts += [re2_class(runs(members(starter, fold))) for starter in starters]
             if len(starters) != len(decomposed) or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS):
-                parts.append(marks + "*")
-        body = "".join(parts)
+                parts.append(marks)
+        body = gap.join(parts)
         patterns.append(f"(?i:{body})" if fold else body)
     return "|".join(patterns)

@@ -68,7 +68,7 @@ class Engine(Protocol):
 
     def invisible_kinds(self, data: Any, limit: int, *, nul: bool = True) -> list[str] | None:
         """The distinct invisible characters `data` holds, sorted; None when there are more than
-        `limit` (`nul` as for `invisible`)."""
+        `limit`, or when that cannot be told (`nul` as for `invisible`)."""
 
     def rule_anchor(self, data: Any) -> tuple[int, frozenset[int]] | None:
         """Where the first anchor of any rule in `data` ends, and the rules it triggers (empty when the
@@ -306,14 +306,18 @@ class Re2Engine:
         found = self._re2.Set.SearchSet(options)
         for code in _INVISIBLE_POINTS:
             found.Add(f"\\x{{{code:x}}}")
+        found.Add(r"\z")  # the text's end: missing when the search did not go through (out of memory)
         found.Compile()
         return found
 
     def invisible_kinds(self, data: bytes, limit: int, *, nul: bool = True) -> list[str] | None:
         if self.invisible(data, 0, nul=nul) is None:
             return []
-        kinds = sorted(chr(code) for code in map(_INVISIBLE_POINTS.__getitem__, self._invisible_set.Match(data) or ())
-                       if nul or code)
+        matched = self._invisible_set.Match(data) or ()
+        if len(_INVISIBLE_POINTS) not in matched:  # as if there were too many
+            return None
+        kinds = sorted(chr(_INVISIBLE_POINTS[index]) for index in matched
+                       if index < len(_INVISIBLE_POINTS) and (nul or _INVISIBLE_POINTS[index]))
         return None if len(kinds) > limit else kinds
 
     def rule_anchor(self, data: bytes) -> tuple[int, frozenset[int]] | None:

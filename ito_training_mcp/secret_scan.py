@@ -47,7 +47,7 @@ from .scan_strings import separator as _separator
 from .secret_engine import Engine, default_engine
 from .secret_rules import RULES
 from .text_normal import MAX_INVISIBLE_KINDS as MAX_INVISIBLE_KINDS
-from .text_normal import long_combining_run
+from .text_normal import few_invisible_kinds, long_combining_run
 from .text_normal import normalize as normalize
 
 _POINTER_MAX = pointers.MAX_POINTER_CHARS
@@ -312,9 +312,16 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     decomposed = False  # text in NFKD: searched for the places its NFKC could hold an anchor
     any_form = None  # text in neither form: its search (decomposed_anchors.any_form_search)
     segment_runs_checked = True
-    if not ascii_only:
-        if not invisible_checked and engine.invisible(data, 0) is not None:
+    if not ascii_only and not invisible_checked and engine.invisible(data, 0) is not None:
+        # Invisible characters (a document the character rule refuses): the cleaning removes them, so
+        # the text is searched as it stands with them allowed between the characters that could
+        # make an anchor (`decomposed_anchors.any_form_pattern`), once no string can hold more kinds
+        # of them than a string may (the walk reports such a string, HIDDEN).
+        any_form = _any_form_with_invisible(data)
+        if any_form is None:
             return False
+        decomposed, segment_runs_checked = True, False
+    elif not ascii_only:
         # The facts, when given, settle either form at once where Unicode's quick check would.
         # Otherwise: NFKD's look is cheap whatever the text. A text in NFKD is in NFKC too unless it
         # holds a character that may compose (a look at its bytes, then at most one search): NFKC's
@@ -326,10 +333,9 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         if neither:
             # Neither form (a no-break space in an ASCII manifest, full-width forms, letters composed
             # and not): searched as it stands for the places where the NFKC of a string could hold an
-            # anchor or an invisible character, and for the characters that search cannot follow
-            # (`decomposed_anchors.any_form_pattern`, which shows why it misses none). Each string
-            # found is normalised before its check, as the walk would; its marks are counted again,
-            # since decomposition can lengthen a run of them.
+            # anchor, and for the characters that search cannot follow (`any_form_pattern`, which
+            # shows why it misses none). Each string found is normalised before its check, as the
+            # walk would; its marks are counted again, since decomposition can lengthen a run of them.
             any_form = decomposed_anchors.any_form_search() if isinstance(data, bytes) else None
             if any_form is None:
                 return False
@@ -383,6 +389,18 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         budget.spend(len(segment) if is_key else 0)
         pos = end + 1
     return next_anchor(data, pos) < 0
+
+
+def _any_form_with_invisible(data: Any) -> Callable[[bytes, int], int] | None:
+    """The search in any form for a text holding invisible characters, or None: without RE2, or when
+    some string could hold more kinds of them than `normalize` cleans (more kinds in the text, and
+    a string with more of them than that)."""
+    search, crowded = decomposed_anchors.any_form_search(), decomposed_anchors.crowded_string_search()
+    if search is None or crowded is None or not isinstance(data, bytes):
+        return None
+    if crowded(data, 0) >= 0 and not few_invisible_kinds(data):
+        return None
+    return search
 
 
 def first_ascii_anchor(encoded: bytes) -> int | None:
