@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from .config import ManifestSettings
 from .egress import LocalText, LocalTree
-from .look_ahead import LookAhead, look_ahead
+from .look_ahead import LookAhead
 from .manifest import SCHEMA_VERSION, Parsed, TrainingManifest, parse_checked
 from .manifest_characters import shown_as_is
 from .review_layout import review_strings, review_text
@@ -118,11 +118,11 @@ async def read_and_digest(path: object, settings: ManifestSettings, *, summarize
     """Gate 2 as the service runs it. The read can block, so it runs in a worker thread, and so does
     its SHA-256 (~1.1 ms a mebibyte here); the checks (`digest_bytes`) run on the caller's thread.
     Under asyncio the worker hands the bytes over as soon as every check of the read has passed,
-    with a call that does not wait, and then looks at them (`look_ahead`: the character rule's look,
-    and for ASCII bytes the scanner's search for anchors) and hashes them. The parse, which holds the
-    GIL, and the searches and the hash, which let go of it, run at once; the checks take the look
-    once the JSON is parsed. The digest is of the very object checked. Under any other event loop:
-    the read and its hash, then the checks."""
+    with a call that does not wait, and then looks at them (`look_ahead.py`: the character rule's
+    look, and the scanner's first search) and hashes them. The parse, which holds the GIL, and the
+    searches and the hash, which let go of it, run at once; the checks take each look when they need
+    it. The digest is of the very object checked. Under any other event loop: the read and its hash,
+    then the checks."""
     loop = _running_asyncio_loop()
     if loop is None:
         return digest_bytes(await anyio.to_thread.run_sync(functools.partial(read_manifest, path, settings)),
@@ -130,23 +130,12 @@ async def read_and_digest(path: object, settings: ManifestSettings, *, summarize
     handed: asyncio.Future[bytes] = loop.create_future()
     hashed: list[FileBytes] = []
     hashed_now = threading.Event()
-    ahead: list[LookAhead | None] = []
-    looked_now = threading.Event()
+    ahead = LookAhead()
 
     def hand_over(content: bytes) -> None:
         if len(content) >= _HAND_OVER_FROM:  # a small file is hashed at once: nothing to gain
             loop.call_soon_threadsafe(_settle, handed, content)
-            try:
-                ahead.append(look_ahead(content))
-            except Exception:
-                ahead.append(None)
-            finally:
-                looked_now.set()
-
-    def looked() -> LookAhead | None:
-        # Bounded work that cannot hang (a few searches of the bytes), usually done by now. Not there
-        # in time, or failed: the checks look themselves.
-        return ahead[0] if looked_now.wait(_HASH_WAIT_S) and ahead else None
+            ahead.take(content)
 
     def read_and_hash() -> FileBytes:
         file = read_manifest(path, settings, on_read=hand_over)
@@ -160,7 +149,7 @@ async def read_and_digest(path: object, settings: ManifestSettings, *, summarize
     if not handed.done():  # a small file, or the read refused (or failed) before handing anything over
         return digest_bytes(reading.result(), summarize=summarize)  # raises the read's refusal
     content = handed.result()
-    parsed = parse_checked(content, looked)
+    parsed = parse_checked(content, ahead)
     # Past the look the worker only hashes what it read (bounded work that cannot hang, and
     # usually done by now): waiting for it here spares two turns of the event loop.
     file = hashed[0] if hashed_now.wait(_HASH_WAIT_S) else await reading

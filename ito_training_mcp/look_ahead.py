@@ -1,38 +1,62 @@
-"""What gate 2 can learn from a manifest's bytes before they are parsed.
+"""What gate 2 can learn from a manifest's bytes before they are parsed, taken by another thread.
 
 The service reads a manifest in a worker thread. Once the read's checks have passed, the worker
 hands the bytes to the caller's thread, which parses them (the parse holds the GIL), and meanwhile
-takes the looks that need no parse: the character rule's look at the bytes, and the secret
-scanner's first search of them (for ASCII bytes, for its anchors; for bytes that may be in neither
-normal form, for the places where a string's NFKC could hold one). Those searches (RE2's, Hyperscan's) let go of the
-GIL, so the two threads work at once; the checks take the look once the JSON is parsed
-(`manifest.parse_checked`).
+takes the looks that need no parse (`LookAhead.take`): first the character rule's look at the bytes,
+which the checks want once the JSON is parsed, then the secret scanner's first search of them (for
+ASCII bytes, for its anchors; for bytes that may be in neither normal form, for the places where a
+string's NFKC could hold one), which the scan wants after the schema. Those searches (RE2's,
+Hyperscan's) let go of the GIL, so the two threads work at once; each answer is published as soon
+as it is taken, and asked for when it is needed (`manifest.parse_checked`).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import threading
 
 from . import secret_scan
 from .manifest_characters import BytesLook, look_at_bytes
 
-
-class LookAhead(NamedTuple):
-    """What gate 2 learns from a manifest's bytes alone (`look_ahead`)."""
-
-    content: bytes  # the very bytes looked at (the checks use the look only for this object)
-    look: BytesLook  # the character rule's look at them
-    ascii_anchor: int | None  # for ASCII bytes, `secret_scan.first_ascii_anchor`; None otherwise
-    any_form_place: int | None  # for bytes that may be in neither form, `secret_scan.first_any_form_place`
+WAIT_S = 5.0  # bounded work that cannot hang (a few searches of a mebibyte at most): milliseconds
 
 
-def look_ahead(content: bytes) -> LookAhead | None:
-    """The looks at `content` that need no parse. None for bytes that hold a backslash: the character
-    rule looks at those knowing the text's length, and the scanner does not look at them whole."""
-    if b"\\" in content:
-        return None
-    look = look_at_bytes(content)
-    facts = look.facts  # taken for text that is not ASCII
-    maybe_neither = facts is not None and facts.nfkc_unsure and facts.nfkd_unsure
-    return LookAhead(content, look, secret_scan.first_ascii_anchor(content),
-                     secret_scan.first_any_form_place(content) if maybe_neither else None)
+class LookAhead:
+    """The looks at one manifest's bytes that need no parse: taken by one thread (`take`), asked for
+    by another (`look`, `first_places`), each for the very bytes object looked at. An answer that is
+    not there in time, or that failed, is None: the checks then look themselves."""
+
+    def __init__(self) -> None:
+        self._content: bytes | None = None
+        self._look: BytesLook | None = None
+        self._places: tuple[int | None, int | None] = (None, None)
+        self._looked = threading.Event()
+        self._searched = threading.Event()
+
+    def take(self, content: bytes) -> None:
+        """Both looks at `content`, each published as soon as it is taken. Bytes that hold a backslash
+        get neither: the character rule looks at those knowing the text's length, and the scanner
+        does not look at them whole. Never raises (the checks meet a failure themselves)."""
+        try:
+            if b"\\" in content:
+                return
+            self._content = content
+            self._look = look = look_at_bytes(content)
+            self._looked.set()
+            facts = look.facts  # taken for text that is not ASCII
+            maybe_neither = facts is not None and facts.nfkc_unsure and facts.nfkd_unsure
+            self._places = (secret_scan.first_ascii_anchor(content),
+                            secret_scan.first_any_form_place(content) if maybe_neither else None)
+        except Exception:  # noqa: S110 - the checks meet the failure themselves
+            pass
+        finally:
+            self._looked.set()
+            self._searched.set()
+
+    def look(self, content: bytes) -> BytesLook | None:
+        """The character rule's look at `content`, or None."""
+        return self._look if self._looked.wait(WAIT_S) and self._content is content else None
+
+    def first_places(self, content: bytes) -> tuple[int | None, int | None]:
+        """`secret_scan.first_ascii_anchor` and `secret_scan.first_any_form_place` of `content`, each
+        None when not taken."""
+        return self._places if self._searched.wait(WAIT_S) and self._content is content else (None, None)

@@ -12,7 +12,6 @@ The read, the digest and the review a person is shown are in `digest.py`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from enum import StrEnum
 from itertools import chain
 from typing import Any, Literal, NamedTuple
@@ -437,9 +436,9 @@ class Parsed(NamedTuple):
     shown_as_is: bool | None  # (manifest_characters.look_at_bytes)
 
 
-def parse_checked(content: bytes, ahead: Callable[[], LookAhead | None] | None = None) -> Parsed:
-    """`parse_manifest`, with what the gate learnt on the way (`Parsed`). `ahead`: gives what
-    `look_ahead(content)` returned, when another thread took it (asked once the JSON is parsed).
+def parse_checked(content: bytes, ahead: LookAhead | None = None) -> Parsed:
+    """`parse_manifest`, with what the gate learnt on the way (`Parsed`). `ahead`: the looks at
+    `content` another thread takes meanwhile (`look_ahead.py`), each asked for when it is needed.
 
     The refusals come in that order. The character rule and the schema are consulted first, silently
     (the schema only when the rule finds nothing, since its problems would never be shown): a
@@ -453,10 +452,9 @@ def parse_checked(content: bytes, ahead: Callable[[], LookAhead | None] | None =
         document = strict_json.loads_text(text, max_depth=None)
     except strict_json.StrictJSONError as exc:
         raise _invalid_json(exc) from None
-    looked = ahead() if ahead is not None else None
-    if looked is None or looked.content is not content:
-        looked = LookAhead(content, look_at_bytes(content, characters=len(text)), None, None)
-    look = looked.look  # C0 and DEL are in the rule's classes
+    look = ahead.look(content) if ahead is not None else None
+    if look is None:
+        look = look_at_bytes(content, characters=len(text))  # C0 and DEL are in the rule's classes
     forbidden_possible = look.forbidden_possible
     strings = secret_scan.DocumentStrings(document)
     refused_for_characters = forbidden_possible and (  # settled by the bytes without escapes
@@ -472,10 +470,11 @@ def parse_checked(content: bytes, ahead: Callable[[], LookAhead | None] | None =
 
     # The scanner's invisible characters are all forbidden (a test keeps it so): bytes that can hold no
     # forbidden character spare the scanner its own search for them.
+    ascii_anchor, any_form_place = ahead.first_places(content) if ahead is not None else (None, None)
     findings = secret_scan.scan(document, source=text, strings=strings,
                                 bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters,
                                 source_invisible_free=not forbidden_possible, encoded=content, facts=look.facts,
-                                ascii_anchor=looked.ascii_anchor, any_form_place=looked.any_form_place)
+                                ascii_anchor=ascii_anchor, any_form_place=any_form_place)
     if findings:
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,

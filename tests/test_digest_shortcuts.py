@@ -1031,16 +1031,43 @@ def test_the_search_of_a_text_in_neither_form_is_taken_ahead_and_trusted() -> No
     document = {"labels": labels, "note": prefix + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"}
     text = json.dumps(document, ensure_ascii=False)
     encoded = text.encode()
-    looked = look_ahead.look_ahead(encoded)
-    assert looked is not None and looked.ascii_anchor is None and looked.any_form_place is not None
-    assert 0 <= looked.any_form_place == secret_scan.first_any_form_place(encoded)
-    facts = looked.look.facts
+    looked = look_ahead.LookAhead()
+    looked.take(encoded)
+    ascii_anchor, any_form_place = looked.first_places(encoded)
+    look = looked.look(encoded)
+    assert look is not None and ascii_anchor is None and any_form_place is not None
+    assert 0 <= any_form_place == secret_scan.first_any_form_place(encoded)
+    # for the very object looked at: equal bytes in another object get nothing (the checks look themselves)
+    assert looked.look(bytes(bytearray(encoded))) is None
+    assert looked.first_places(bytes(bytearray(encoded))) == (None, None)
+    facts = look.facts
     assert secret_scan.scan(document, source=text, encoded=encoded, facts=facts,
-                            any_form_place=looked.any_form_place) == secret_scan.scan(document) != []
+                            any_form_place=any_form_place) == secret_scan.scan(document) != []
     # The answer is trusted (a wrong one would hide the credential): only gate 2's own look gives it.
     assert secret_scan.scan(document, source=text, encoded=encoded, facts=facts, any_form_place=-1) == []
-    clean = json.dumps({"labels": labels}, ensure_ascii=False).encode()
-    assert look_ahead.look_ahead(clean).any_form_place == -1  # type: ignore[union-attr]
-    in_nfc = json.dumps({"labels": [unicodedata.normalize("NFC", label) for label in labels]},
-                        ensure_ascii=False).encode()
-    assert look_ahead.look_ahead(in_nfc).any_form_place is None  # type: ignore[union-attr]  # in NFKC: no need
+    for labels_as, expected in ((labels, -1), ([unicodedata.normalize("NFC", label) for label in labels], None)):
+        other = json.dumps({"labels": labels_as}, ensure_ascii=False).encode()
+        taken = look_ahead.LookAhead()
+        taken.take(other)
+        assert taken.first_places(other) == (None, expected)  # nowhere; in NFKC (not searched: no need)
+    escaped = json.dumps({"labels": labels}).encode()  # backslashes: neither look is taken
+    taken = look_ahead.LookAhead()
+    taken.take(escaped)
+    assert taken.look(escaped) is None and taken.first_places(escaped) == (None, None)
+
+
+def test_a_look_ahead_that_fails_leaves_the_checks_to_look_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's look never raises: what failed is None, the gate looks itself and decides alike."""
+    from ito_training_mcp import look_ahead
+
+    content = json.dumps({"labels": ["Tiếng Việt"] * 50}, ensure_ascii=False).encode()
+
+    def failing(data: bytes) -> Any:
+        raise MemoryError("out of memory in the worker")
+
+    monkeypatch.setattr(look_ahead, "look_at_bytes", failing)
+    taken = look_ahead.LookAhead()
+    taken.take(content)
+    assert taken.look(content) is None and taken.first_places(content) == (None, None)
+    with pytest.raises(manifest.ManifestRefusal):  # not a manifest: refused the same way as without it
+        manifest.parse_checked(content, taken)

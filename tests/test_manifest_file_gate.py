@@ -575,7 +575,7 @@ async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_c
     it over would cost more than its hash), and the checks look at it themselves."""
     import threading
 
-    from ito_training_mcp import digest, look_ahead, safe_read
+    from ito_training_mcp import digest, safe_read
 
     checks_began = threading.Event()
     waited_in_vain: list[bool] = []
@@ -586,8 +586,8 @@ async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_c
     def parse(content: bytes, ahead: Any = None) -> Any:
         checks_began.set()
         checked.append(content)
-        looks.append(None if ahead is None else ahead())
-        return real_parse(content, (lambda: looks[0]) if ahead is not None else None)
+        looks.append(None if ahead is None else (ahead.look(content), ahead.first_places(content)))
+        return real_parse(content, ahead)
 
     def sha256(data: bytes) -> Any:  # the hash waits for the checks to begin (in vain if they wait for it)
         waited_in_vain.append(not checks_began.wait(10))
@@ -606,8 +606,9 @@ async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_c
     assert waited_in_vain == [False]
     assert digested.file.content is checked[0]
     if size == "large":
-        assert isinstance(looks[0], look_ahead.LookAhead) and looks[0].content is checked[0]
-        assert looks[0].ascii_anchor is not None  # the worker searched the ASCII bytes for anchors
+        look, (ascii_anchor, any_form_place) = looks[0]
+        assert look is not None and look.shown_as_is is True  # the worker's look at the very bytes parsed
+        assert ascii_anchor is not None and any_form_place is None  # it searched the ASCII bytes for anchors
     else:
         assert looks == [None]
     assert digested.sha256 == hashlib.sha256(content).hexdigest()
