@@ -274,6 +274,11 @@ def hostile_inputs() -> dict[str, bytes]:
                    "_live_", "_test_", "AIza", "eyJ", "bearer", "://", "accountkey", "password", "secret", "apikey",
                    "api_key", "access_token", "auth_token", "basic"]
     docs["one string: every anchor, mixed"] = {"description": _fill(" ".join(anchors) + " ", budget - 4096)}
+    # Ninth round: every anchor but its last letter in full-width forms (NFKC makes ASCII of them), so
+    # that a search of the text as it stands finds a place its NFKC could hold one at every word.
+    full_width = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in map(chr, range(0x21, 0x7F))})
+    spelt = " ".join(a[:-1].translate(full_width) for a in anchors if len(a) >= 4) + " "
+    docs["one string: every anchor but its last letter, full-width"] = {"description": _fill(spelt, budget - 4096)}
     alphabet = string.ascii_letters + string.digits + "-_"
     docs["one string: random base64url"] = {"description": "".join(rng.choice(alphabet) for _ in range(budget))}
     wide = string.ascii_letters + string.digits + "+/=-_.:@?&%~ "

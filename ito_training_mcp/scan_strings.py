@@ -11,6 +11,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
+from . import decomposed_anchors
 from .secret_engine import Engine, default_engine
 from .text_normal import (
     long_combining_run,
@@ -176,7 +177,10 @@ def _clean_long(text: str) -> str:
     """`normalize` for a long text in a bounded scan: NFKC, but invisible characters are not removed
     (one copy of the text per kind): a long text holding any is not examined (`_UNCLEANED`), and
     neither is one whose anchors, as it stands, already call for several formats (the two searches
-    of `_long_kinds`, before paying for normalisation)."""
+    of `_long_kinds`, before paying for normalisation). NFKC of a text that is not normal already
+    costs ten passes over it and more: such a text is given as it stands when a search of it finds
+    no place where its NFKC could hold an anchor (`decomposed_anchors.any_form_search`: nothing to
+    find), and is not examined when one does (a mebibyte of full-width anchors cost 10x)."""
     if text.isascii() and "\x00" not in text:
         return text
     engine = default_engine()
@@ -190,6 +194,12 @@ def _clean_long(text: str) -> str:
             return _UNCLEANED
     if long_combining_run(text):
         return _UNCLEANED
+    any_form = decomposed_anchors.any_form_search() if isinstance(data, bytes) else None
+    if any_form is not None:
+        if any_form(data, 0) < 0:
+            return text
+        if not unicodedata.is_normalized("NFKC", text):
+            return _UNCLEANED
     normalized = unicodedata.normalize("NFKC", text)
     if normalized is not text and engine.invisible(engine.prepare(normalized), 0) is not None:
         return _UNCLEANED  # NFKC can make one (a half-width Hangul filler becomes U+1160)

@@ -311,16 +311,18 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     data = engine.prepare(text) if data is None else data
     decomposed = False  # text in NFKD: searched for the places its NFKC could hold an anchor
     any_form = None  # text in neither form: its search (decomposed_anchors.any_form_search)
+    holds_invisible = False
     segment_runs_checked = True
     if not ascii_only and not invisible_checked and engine.invisible(data, 0) is not None:
         # Invisible characters (a document the character rule refuses): the cleaning removes them, so
         # the text is searched as it stands with them allowed between the characters that could
-        # make an anchor (`decomposed_anchors.any_form_pattern`), once no string can hold more kinds
-        # of them than a string may (the walk reports such a string, HIDDEN).
-        any_form = _any_form_with_invisible(data)
+        # make an anchor (`decomposed_anchors.any_form_pattern`); clean once no string can hold more
+        # kinds of them than the cleaning takes either (the walk reports such a string, HIDDEN),
+        # which is asked last (`_few_kinds_in_each`: a pass or two).
+        any_form = decomposed_anchors.any_form_search() if isinstance(data, bytes) else None
         if any_form is None:
             return False
-        decomposed, segment_runs_checked = True, False
+        decomposed, segment_runs_checked, holds_invisible = True, False, True
     elif not ascii_only:
         # The facts, when given, settle either form at once where Unicode's quick check would.
         # Otherwise: NFKD's look is cheap whatever the text. A text in NFKD is in NFKC too unless it
@@ -346,16 +348,24 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
                    engine.next_decomposed_anchor if decomposed else engine.next_anchor)
     ahead = first_anchor if ascii_only else first_any_form if any_form is not None else None
     if ahead is not None:  # the first search, taken ahead
-        if ahead < 0:
-            return True
         search_on = next_anchor
         next_anchor = lambda data, pos: ahead if pos == 0 else search_on(data, pos)  # noqa: E731
+    limit = _MAX_SEGMENTS if any_form is None else _MAX_ANY_FORM_SEGMENTS
+    return (_found_strings_clean(engine, data, next_anchor, decomposed, segment_runs_checked, limit, memo, budget)
+            and (not holds_invisible or _few_kinds_in_each(data)))
+
+
+def _found_strings_clean(engine: Engine, data: Any, next_anchor: Callable[[Any, int], int], decomposed: bool,
+                         segment_runs_checked: bool, limit: int, memo: _Memo, budget: _Budget) -> bool:
+    """`_raw_text_is_clean`'s check of each string its search finds (at most `limit`), in JSON text
+    without escapes (every `"` delimits a string). `decomposed`: each is normalised before its check
+    (its runs of marks counted again unless `segment_runs_checked`)."""
     normalising = _LOOK_NORMALISES  # characters of found strings this look may normalise before the walk does
     quote = _separator(data, '"')
     colon = _separator(data, ":")
     pos = 0
     as_written = 0  # strings checked as they are (not changed by NFKC): at most _MAX_SEGMENTS of them
-    for _ in range(_MAX_SEGMENTS if any_form is None else _MAX_ANY_FORM_SEGMENTS):
+    for _ in range(limit):
         at = next_anchor(data, pos)
         if at < 0:
             return True
@@ -364,6 +374,8 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         end = len(data) if end < 0 else end
         segment = data[start:end]
         if decomposed:  # the string as a reader sees it (its runs of marks are checked)
+            if len(segment) > 4 * normalising:  # more characters than that whatever they are: not decoded
+                return False
             raw = segment.decode("utf-8", "surrogatepass") if isinstance(segment, bytes) else segment
             normalising -= len(raw)
             if normalising < 0:  # so many: the walk would do it all again (an attacker review: 2.4x)
@@ -391,16 +403,12 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     return next_anchor(data, pos) < 0
 
 
-def _any_form_with_invisible(data: Any) -> Callable[[bytes, int], int] | None:
-    """The search in any form for a text holding invisible characters, or None: without RE2, or when
-    some string could hold more kinds of them than `normalize` cleans (more kinds in the text, and
-    a string with more of them than that)."""
-    search, crowded = decomposed_anchors.any_form_search(), decomposed_anchors.crowded_string_search()
-    if search is None or crowded is None or not isinstance(data, bytes):
-        return None
-    if crowded(data, 0) >= 0 and not few_invisible_kinds(data):
-        return None
-    return search
+def _few_kinds_in_each(data: bytes) -> bool:
+    """Can no string of UTF-8 JSON text `data` (without escapes) hold more kinds of invisible
+    character than `normalize` cleans? Certain when none holds more of them than that, or the whole
+    text holds no more kinds than that."""
+    crowded = decomposed_anchors.crowded_string_search()
+    return crowded is not None and (crowded(data, 0) < 0 or few_invisible_kinds(data))
 
 
 def first_ascii_anchor(encoded: bytes) -> int | None:

@@ -101,6 +101,24 @@ def test_a_long_string_with_invisible_characters_is_unexamined_not_cleaned() -> 
     assert "github_token" in secret_scan.value_kinds(text)
 
 
+def test_a_long_string_that_is_not_normal_is_normalised_only_when_it_is_normal_already() -> None:
+    """NFKC of a long text in neither form costs ten passes and more: in a bounded scan, full-width
+    text where no anchor could stand once normalised is passed over as it stands (nothing found);
+    full-width anchors are reported unexamined rather than normalised; a long text that is normal
+    already (CJK) is still searched, and its credential named."""
+    full_width = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in map(chr, range(0x21, 0x7F))})
+    plain = ("evaluation suite held out " * (LONG_STRING // 20)).translate(full_width)
+    assert secret_scan.scan({"description": plain}, bounded=True) == []
+    anchors = ("ghp password token secret " * (LONG_STRING // 20)).translate(full_width)
+    assert secret_scan.scan({"description": anchors}, bounded=True) == [Finding("/description", UNEXAMINED)]
+    token = next(e for e in SECRETS if e.name == "github-classic").text
+    cjk = "模型训练数据 " * (LONG_STRING // 6) + token
+    assert secret_scan.scan({"description": cjk}, bounded=True) == [Finding("/description", "github_token")]
+    full_width_token = cjk[:-len(token)] + token.translate(full_width)  # NFKC spells the token
+    assert secret_scan.scan({"description": full_width_token}, bounded=True) == [Finding("/description", UNEXAMINED)]
+    assert "github_token" in secret_scan.value_kinds(full_width_token)  # unbounded: normalised and named
+
+
 def test_the_work_bound_reports_the_strings_left_unsearched() -> None:
     """Many strings that each call for many formats (half a mebibyte): past the bound they are
     reported as unexamined; what the bounded scan does report as found, the full scan finds too."""
