@@ -350,7 +350,9 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     if ahead is not None:  # the first search, taken ahead
         search_on = next_anchor
         next_anchor = lambda data, pos: ahead if pos == 0 else search_on(data, pos)  # noqa: E731
-    limit = _MAX_SEGMENTS if any_form is None else _MAX_ANY_FORM_SEGMENTS
+    # A bounded scan (of a document refused anyway) takes the search in any form only to settle a text
+    # where it finds nothing: the walk, with a budget of its own, checks the strings it would find.
+    limit = _MAX_SEGMENTS if any_form is None else 0 if budget.left is not None else _MAX_ANY_FORM_SEGMENTS
     return (_found_strings_clean(engine, data, next_anchor, decomposed, segment_runs_checked, limit, memo, budget)
             and (not holds_invisible or _few_kinds_in_each(data)))
 
