@@ -279,6 +279,7 @@ def hostile_inputs() -> dict[str, bytes]:
     full_width = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in map(chr, range(0x21, 0x7F))})
     spelt = " ".join(a[:-1].translate(full_width) for a in anchors if len(a) >= 4) + " "
     docs["one string: every anchor but its last letter, full-width"] = {"description": _fill(spelt, budget - 4096)}
+    docs["600 strings of the same"] = {"notes": [spelt[:budget // 600 // 3 - 8]] * 600}
     alphabet = string.ascii_letters + string.digits + "-_"
     docs["one string: random base64url"] = {"description": "".join(rng.choice(alphabet) for _ in range(budget))}
     wide = string.ascii_letters + string.digits + "+/=-_.:@?&%~ "
