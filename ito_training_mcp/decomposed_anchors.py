@@ -170,6 +170,7 @@ class _Starters(NamedTuple):
     by_starter: dict[int, list[int]]  # the characters whose NFKD holds exactly one starter, by that starter
     marks_only: list[int]  # those whose NFKD holds marks (non-starters) only
     unsure: list[int]  # those whose NFKD holds two starters or more, or an invisible character
+    most_marks: int  # the most marks any character's NFKD holds (three: U+1F82)
 
 
 @cache
@@ -181,16 +182,18 @@ def _starters() -> _Starters:
     by_starter: dict[int, list[int]] = {}
     marks_only: list[int] = []
     unsure: list[int] = []
+    most_marks = 1
     for code in nfkd_changed():
         decomposed = unicodedata.normalize("NFKD", chr(code))
         starters = [c for c in decomposed if not unicodedata.combining(c)]
+        most_marks = max(most_marks, len(decomposed) - len(starters))
         if len(starters) > 1 or not invisible.isdisjoint(map(ord, decomposed)):
             unsure.append(code)
         elif starters:
             by_starter.setdefault(ord(starters[0]), []).append(code)
         else:
             marks_only.append(code)
-    return _Starters(by_starter, marks_only, unsure)
+    return _Starters(by_starter, marks_only, unsure, most_marks)
 
 
 @cache
@@ -237,7 +240,7 @@ def any_form_pattern() -> str:
     syllables ...)."""
     import re2
 
-    from .text_normal import COMBINING_RUN_MAX, non_starter_ranges
+    from .text_normal import COMBINING_RUN_MAX
 
     table = _starters()
     folded_starters = "".join(map(chr, table.by_starter))
@@ -255,10 +258,15 @@ def any_form_pattern() -> str:
 
     invisible = [code for low, high in secret_rules.INVISIBLE_RANGES if low for code in range(low, high + 1)]
     gap = re2_class(runs(invisible)) + "*"
-    marks = re2_class(runs([*(c for low, high in _marks() for c in range(low, high + 1)), *table.marks_only,
-                            *invisible])) + "*"
-    non_starter = re2_class(non_starter_ranges())
-    patterns = [re2_class(runs(table.unsure)), f"{non_starter}(?:{gap}{non_starter}){{{COMBINING_RUN_MAX}}}"]
+    marks_only = [*(c for low, high in _marks() for c in range(low, high + 1)), *table.marks_only]
+    marks = re2_class(runs([*marks_only, *invisible])) + "*"
+    # The cleaning counts a run of marks again once invisible characters are out, in the NFKC of the
+    # string, where a character may stand for up to `most_marks` of them (U+0F73 for two): a run
+    # longer than COMBINING_RUN_MAX there can come from this many characters of marks alone in a
+    # row (invisible ones between), after a letter bringing up to `most_marks` of its own.
+    run = -(-(COMBINING_RUN_MAX + 1 - table.most_marks) // table.most_marks)
+    mark = re2_class(runs(marks_only))
+    patterns = [re2_class(runs(table.unsure)), f"{mark}(?:{gap}{mark}){{{run - 1}}}"]
     for anchor, fold in _anchors():
         parts = []
         for letter in anchor:

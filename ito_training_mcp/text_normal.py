@@ -60,8 +60,7 @@ DECOMPOSING_TO_NON_STARTERS = (0x0F73, 0x0F75, 0x0F81, 0xFF9E, 0xFF9F)
 
 
 @functools.cache
-def non_starter_ranges() -> tuple[tuple[int, int], ...]:
-    """The non-starters, and the starters that decompose into non-starters alone, as runs."""
+def _non_starter_ranges() -> tuple[tuple[int, int], ...]:
     ranges: list[tuple[int, int]] = []
     extra = frozenset(DECOMPOSING_TO_NON_STARTERS)
     for code in range(0x300, _LAST_PLANE_WITH_NON_STARTERS + 1):
@@ -82,7 +81,7 @@ def _combining_run() -> Callable[[bytes, int], int]:
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
     except ImportError:  # pragma: no cover - exercised where no wheel exists
-        pattern = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in non_starter_ranges()) + "]" + repeat)
+        pattern = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _non_starter_ranges()) + "]" + repeat)
 
         def search(data: bytes, pos: int) -> int:
             text = data[pos:].decode("utf-8", "surrogatepass")
@@ -92,12 +91,12 @@ def _combining_run() -> Callable[[bytes, int], int]:
     options = re2.Options()
     options.never_capture = True
     options.max_mem = 64 << 20
-    compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in non_starter_ranges()) + "]"
+    compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _non_starter_ranges()) + "]"
                            + repeat, options)
     # Each byte of a non-starter in UTF-8 is a continuation byte or one of the few lead bytes that
     # begin one (not those of CJK ideographs, Latin-1, Greek or Cyrillic): such a run needs
     # 2 * (COMBINING_RUN_MAX + 1) of them in a row.
-    leads = {chr(code).encode("utf-8")[0] for low, high in non_starter_ranges() for code in range(low, high + 1)}
+    leads = {chr(code).encode("utf-8")[0] for low, high in _non_starter_ranges() for code in range(low, high + 1)}
     wide = bytes(1 if 0x80 <= b < 0xC0 or b in leads else 0 for b in range(256))
     needed = b"\x01" * (2 * (COMBINING_RUN_MAX + 1))
 

@@ -225,7 +225,7 @@ def test_the_table_of_non_starters_is_unicodes() -> None:
         decomposed = unicodedata.normalize("NFKD", chr(c)) if not 0xD800 <= c <= 0xDFFF else ""
         return bool(unicodedata.combining(chr(c))) or bool(decomposed and unicodedata.combining(decomposed[0]))
 
-    table = {c for low, high in text_normal.non_starter_ranges() for c in range(low, high + 1)}
+    table = {c for low, high in text_normal._non_starter_ranges() for c in range(low, high + 1)}
     assert table == {c for c in range(0x110000) if begins_with_non_starter(c)}
     assert max(table) <= text_normal._LAST_PLANE_WITH_NON_STARTERS
 
