@@ -197,6 +197,13 @@ def _starters() -> _Starters:
 
 
 @cache
+def unsure_characters() -> frozenset[int]:
+    """The characters the search in any form cannot follow: two starters or more in their NFKD, or
+    an invisible character (it finds each as a place of its own)."""
+    return frozenset(_starters().unsure)
+
+
+@cache
 def any_form_search() -> Callable[[bytes, int], int] | None:
     """Where, at or after byte `pos`, UTF-8 `data` next holds a place of `any_form_pattern` (-1: none),
     in one search (~2.5 ms a mebibyte); None without RE2. Built at first use (~0.2 s, once)."""

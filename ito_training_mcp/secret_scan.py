@@ -283,6 +283,10 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
 
 
 _LOOK_NORMALISES = 1 << 16
+# The characters whose NFKD holds `"` or `\\` (a test checks them against unicodedata): a JSON text
+# holding one is not searched in its NFKD, whose strings would not be its own.
+QUOTE_OR_ESCAPE_MAKERS = "\ufe68\uff02\uff3c"
+_HANGUL_SYLLABLE_LEADS = (b"\xea", b"\xeb", b"\xec", b"\xed")  # U+AC00..U+D7A3 begin so in UTF-8 (and little else)
 # Strings the look at a text in neither form may normalise and check (~5 us each) before leaving the
 # text to the walk: one per list of labels of a mebibyte manifest with a ligature in each.
 _MAX_ANY_FORM_SEGMENTS = 512
@@ -353,24 +357,53 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     # A bounded scan (of a document refused anyway) takes the search in any form only to settle a text
     # where it finds nothing: the walk, with a budget of its own, checks the strings it would find.
     limit = _MAX_SEGMENTS if any_form is None else 0 if budget.left is not None else _MAX_ANY_FORM_SEGMENTS
-    return (_found_strings_clean(engine, data, next_anchor, decomposed, segment_runs_checked, limit, memo, budget)
-            and (not holds_invisible or _few_kinds_in_each(data)))
+    unsure = decomposed_anchors.unsure_characters() if any_form is not None else None
+    clean = _found_strings_clean(engine, data, next_anchor, decomposed, segment_runs_checked, limit, memo, budget,
+                                 unsure)
+    if clean is None:  # a character the search in any form cannot follow (a ligature, say)
+        return not holds_invisible and _decomposed_whole_is_clean(engine, text, data, memo, budget)
+    return clean and (not holds_invisible or _few_kinds_in_each(data))
+
+
+def _decomposed_whole_is_clean(engine: Engine, text: str, data: Any, memo: _Memo, budget: _Budget) -> bool:
+    """The look at a text in neither form that holds a character the search in any form cannot follow
+    (two starters or more in its NFKD: a ligature, a fraction): its NFKD is searched for decomposed
+    anchors, when that leaves every quote where it was (U+FF02 decomposes into one) and makes no
+    backslash, and holds no Hangul syllable (two or three jamo each, composed again for each string
+    found). False: let the walk decide."""
+    if not isinstance(data, bytes) or any(lead in data for lead in _HANGUL_SYLLABLE_LEADS) \
+            or any(char in text for char in QUOTE_OR_ESCAPE_MAKERS):
+        return False
+    spelt = unicodedata.normalize("NFKD", text)
+    if spelt.count('"') != text.count('"') or "\\" in spelt:
+        return False
+    clean = _found_strings_clean(engine, engine.prepare(spelt), engine.next_decomposed_anchor, True, False,
+                                 _MAX_SEGMENTS, memo, budget)
+    return clean is True
 
 
 def _found_strings_clean(engine: Engine, data: Any, next_anchor: Callable[[Any, int], int], decomposed: bool,
-                         segment_runs_checked: bool, limit: int, memo: _Memo, budget: _Budget) -> bool:
+                         segment_runs_checked: bool, limit: int, memo: _Memo, budget: _Budget,
+                         unsure: frozenset[int] | None = None) -> bool | None:
     """`_raw_text_is_clean`'s check of each string its search finds (at most `limit`), in JSON text
     without escapes (every `"` delimits a string). `decomposed`: each is normalised before its check
-    (its runs of marks counted again unless `segment_runs_checked`)."""
+    (its runs of marks counted again unless `segment_runs_checked`). None when the search finds one of
+    the `unsure` characters (UTF-8 `data`)."""
     normalising = _LOOK_NORMALISES  # characters of found strings this look may normalise before the walk does
     quote = _separator(data, '"')
     colon = _separator(data, ":")
     pos = 0
     as_written = 0  # strings checked as they are (not changed by NFKC): at most _MAX_SEGMENTS of them
+
+    def unsure_at(at: int) -> bool:
+        return unsure is not None and ord(data[at:at + 4].decode("utf-8", "ignore")[:1] or "\0") in unsure
+
     for _ in range(limit):
         at = next_anchor(data, pos)
         if at < 0:
             return True
+        if unsure_at(at):
+            return None
         start = data.rfind(quote, 0, at) + 1
         end = data.find(quote, at)
         end = len(data) if end < 0 else end
@@ -402,7 +435,8 @@ def _found_strings_clean(engine: Engine, data: Any, next_anchor: Callable[[Any, 
             return False
         budget.spend(len(segment) if is_key else 0)
         pos = end + 1
-    return next_anchor(data, pos) < 0
+    at = next_anchor(data, pos)
+    return None if at >= 0 and unsure_at(at) else at < 0
 
 
 def _few_kinds_in_each(data: bytes) -> bool:
