@@ -43,9 +43,12 @@ class LookAhead:
             self._look = look = look_at_bytes(content)
             self._looked.set()
             facts = look.facts  # taken for text that is not ASCII
-            maybe_neither = facts is not None and facts.nfkc_unsure and facts.nfkd_unsure
-            self._places = (secret_scan.first_ascii_anchor(content),
-                            secret_scan.first_any_form_place(content) if maybe_neither else None)
+            ascii_anchor = secret_scan.first_ascii_anchor(content)
+            # searched in any form: text that may be in neither normal form, and text that may hold
+            # invisible characters (all forbidden: a refusal, whose scan searches it so first)
+            in_any_form = ascii_anchor is None and (look.forbidden_possible if facts is None else
+                                                    facts.forbidden or (facts.nfkc_unsure and facts.nfkd_unsure))
+            self._places = (ascii_anchor, secret_scan.first_any_form_place(content) if in_any_form else None)
         except Exception:  # noqa: S110 - the checks meet the failure themselves
             pass
         finally:

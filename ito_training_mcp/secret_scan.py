@@ -315,18 +315,19 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     data = engine.prepare(text) if data is None else data
     decomposed = False  # text in NFKD: searched for the places its NFKC could hold an anchor
     any_form = None  # text in neither form: its search (decomposed_anchors.any_form_search)
-    holds_invisible = False
+    kinds_fit: Callable[[], bool] | None = None  # text holding invisible characters: `_kinds_fit`
     segment_runs_checked = True
     if not ascii_only and not invisible_checked and engine.invisible(data, 0) is not None:
         # Invisible characters (a document the character rule refuses): the cleaning removes them, so
         # the text is searched as it stands with them allowed between the characters that could
         # make an anchor (`decomposed_anchors.any_form_pattern`); clean once no string can hold more
-        # kinds of them than the cleaning takes either (the walk reports such a string, HIDDEN),
-        # which is asked last (`_few_kinds_in_each`: a pass or two).
-        any_form = decomposed_anchors.any_form_search() if isinstance(data, bytes) else None
+        # kinds of them than the cleaning takes either (the walk reports such a string, HIDDEN):
+        # settled first when a few steps can tell, else asked last (`_kinds_fit`).
+        kinds_fit = _kinds_fit(data)
+        any_form = decomposed_anchors.any_form_search() if kinds_fit is not None else None
         if any_form is None:
             return False
-        decomposed, segment_runs_checked, holds_invisible = True, False, True
+        decomposed, segment_runs_checked = True, False
     elif not ascii_only:
         # The facts, when given, settle either form at once where Unicode's quick check would.
         # Otherwise: NFKD's look is cheap whatever the text. A text in NFKD is in NFKC too unless it
@@ -361,8 +362,8 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     clean = _found_strings_clean(engine, data, next_anchor, decomposed, segment_runs_checked, limit, memo, budget,
                                  unsure)
     if clean is None:  # a character the search in any form cannot follow (a ligature, say)
-        return not holds_invisible and _decomposed_whole_is_clean(engine, text, data, memo, budget)
-    return clean and (not holds_invisible or _few_kinds_in_each(data))
+        return kinds_fit is None and _decomposed_whole_is_clean(engine, text, data, memo, budget)
+    return clean and (kinds_fit is None or kinds_fit())
 
 
 def _decomposed_whole_is_clean(engine: Engine, text: str, data: Any, memo: _Memo, budget: _Budget) -> bool:
@@ -439,12 +440,21 @@ def _found_strings_clean(engine: Engine, data: Any, next_anchor: Callable[[Any, 
     return None if at >= 0 and unsure_at(at) else at < 0
 
 
-def _few_kinds_in_each(data: bytes) -> bool:
+def _kinds_fit(data: Any) -> Callable[[], bool] | None:
     """Can no string of UTF-8 JSON text `data` (without escapes) hold more kinds of invisible
     character than `normalize` cleans? Certain when none holds more of them than that, or the whole
-    text holds no more kinds than that."""
+    text holds no more kinds than that. None when it can (or there is no RE2); else the question's
+    answer, to ask when it is needed: the steps from one run to the next have told already, or
+    the pass that tells is taken then."""
     crowded = decomposed_anchors.crowded_string_search()
-    return crowded is not None and (crowded(data, 0) < 0 or few_invisible_kinds(data))
+    if crowded is None or not isinstance(data, bytes):
+        return None
+    if crowded(data, 0) < 0:
+        return lambda: True
+    told = few_invisible_kinds(data, ahead_only=True)
+    if told is None:
+        return lambda: few_invisible_kinds(data) is True
+    return (lambda: True) if told else None
 
 
 def first_ascii_anchor(encoded: bytes) -> int | None:

@@ -191,15 +191,18 @@ def without_invisible_by_search(text: str, *, nul: bool = True, data: Any = None
     return _renormalized(text)
 
 
-def few_invisible_kinds(data: Any, limit: int = MAX_INVISIBLE_KINDS) -> bool:
+def few_invisible_kinds(data: Any, limit: int = MAX_INVISIBLE_KINDS, *, ahead_only: bool = False) -> bool | None:
     """Does `data` (UTF-8, as an engine prepared it) hold at most `limit` kinds of invisible character
-    (NUL aside)? From one run of them to the next for a few steps, else one pass of the engine."""
+    (NUL aside)? From one run of them to the next for a few steps, else one pass of the engine; with
+    `ahead_only`, None when those steps cannot tell."""
     engine = default_engine()
     first = engine.invisible(data, 0, nul=False)
     if first is None:
         return True
     kinds = _kinds_ahead(engine, data, first, False, limit)
     if kinds is _NOT_ALL:
+        if ahead_only:
+            return None
         kinds = engine.invisible_kinds(data, limit, nul=False)
     return kinds is not None
 

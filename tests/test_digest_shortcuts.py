@@ -1050,6 +1050,10 @@ def test_the_search_of_a_text_in_neither_form_is_taken_ahead_and_trusted() -> No
         taken = look_ahead.LookAhead()
         taken.take(other)
         assert taken.first_places(other) == (None, expected)  # nowhere; in NFKC (not searched: no need)
+    refused = json.dumps({"labels": [label + "\u200b" for label in labels]}, ensure_ascii=False).encode()
+    taken = look_ahead.LookAhead()  # invisible characters (refused): searched in any form first, too
+    taken.take(refused)
+    assert taken.first_places(refused) == (None, secret_scan.first_any_form_place(refused)) != (None, None)
     escaped = json.dumps({"labels": labels}).encode()  # backslashes: neither look is taken
     taken = look_ahead.LookAhead()
     taken.take(escaped)
