@@ -470,11 +470,10 @@ def parse_checked(content: bytes, ahead: LookAhead | None = None) -> Parsed:
 
     # The scanner's invisible characters are all forbidden (a test keeps it so): bytes that can hold no
     # forbidden character spare the scanner its own search for them.
-    ascii_anchor, any_form_place = ahead.first_places(content) if ahead is not None else (None, None)
     findings = secret_scan.scan(document, source=text, strings=strings,
                                 bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters,
                                 source_invisible_free=not forbidden_possible, encoded=content, facts=look.facts,
-                                ascii_anchor=ascii_anchor, any_form_place=any_form_place)
+                                first_places=None if ahead is None else functools.partial(ahead.first_places, content))
     if findings:
         raise refuse(ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,

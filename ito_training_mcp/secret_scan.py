@@ -294,7 +294,7 @@ _MAX_ANY_FORM_SEGMENTS = 512
 
 def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, runs_checked: bool = False,
                        data: Any = None, invisible_checked: bool = False, facts: ByteFacts | None = None,
-                       first_anchor: int | None = None, first_any_form: int | None = None) -> bool:
+                       first_places: Callable[[], tuple[int | None, int | None]] | None = None) -> bool:
     """True when the JSON text (no escapes) holds no credential in any key or string.
 
     Each anchor occurrence is checked within the string around it (in JSON text without escapes
@@ -305,9 +305,9 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
     and each string where one is found is normalised before it is checked. `invisible_checked`: the
     caller knows the text holds no invisible character. `facts`: `byte_facts.facts(data)`, which
     answer whether the text may compose, whether an anchor occurs in it as written, and (when they
-    can) whether it is in NFKC or NFKD. `first_anchor`: for ASCII `data`, what `first_ascii_anchor(data)`
-    returned, when the caller searched ahead; `first_any_form`: for other `data`, what
-    `first_any_form_place(data)` returned.
+    can) whether it is in NFKC or NFKD. `first_places`: gives what `first_ascii_anchor(data)` and
+    `first_any_form_place(data)` returned, when the caller searched ahead; asked only when this look
+    takes one of those searches first.
     """
     ascii_only = text.isascii()
     if not ascii_only and not runs_checked and long_combining_run(text):
@@ -351,7 +351,8 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         return True  # searched as it stands (NFKC, or NFKD that composes nothing), and no anchor in it
     next_anchor = (engine.next_ascii_anchor if ascii_only else any_form if any_form is not None else
                    engine.next_decomposed_anchor if decomposed else engine.next_anchor)
-    ahead = first_anchor if ascii_only else first_any_form if any_form is not None else None
+    ahead = None if first_places is None or not (ascii_only or any_form is not None) else \
+        first_places()[0 if ascii_only else 1]
     if ahead is not None:  # the first search, taken ahead
         search_on = next_anchor
         next_anchor = lambda data, pos: ahead if pos == 0 else search_on(data, pos)  # noqa: E731
@@ -550,8 +551,8 @@ def _text_size(source: bytes | str | None, strings: DocumentStrings) -> int:
 
 def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentStrings | None = None,
          bounded: bool = False, source_invisible_free: bool = False, encoded: bytes | None = None,
-         facts: ByteFacts | None = None, ascii_anchor: int | None = None,
-         any_form_place: int | None = None) -> list[Finding]:
+         facts: ByteFacts | None = None,
+         first_places: Callable[[], tuple[int | None, int | None]] | None = None) -> list[Finding]:
     """Every credential-looking key or string in the document, in document order, bounded.
 
     `source`, if given, must be the JSON text `document` was parsed from: when it holds no escapes
@@ -563,9 +564,9 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     look at the text is then spared that search, a pass over it. `encoded`: the UTF-8 of a `source`
     given as text, when the caller has it (the bytes it decoded): the look is spared encoding it.
     `facts`: `byte_facts.facts(encoded)`, when the caller took them: the look is spared the searches
-    they answer (whether the text may compose, whether an anchor occurs as written). `ascii_anchor`:
-    `first_ascii_anchor(encoded)`, when the caller searched ahead (in another thread: the search lets
-    go of the GIL); `any_form_place`: `first_any_form_place(encoded)`, likewise.
+    they answer (whether the text may compose, whether an anchor occurs as written). `first_places`:
+    gives `first_ascii_anchor(encoded)` and `first_any_form_place(encoded)`, when the caller searched
+    ahead (in another thread: the searches let go of the GIL); asked only when the look needs one.
 
     `bounded` is for a document the caller refuses anyway (the manifest gate: one its schema refused,
     so never a valid manifest): the anchor and rule searches may then spend at most BOUNDED_PASSES
@@ -601,8 +602,7 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
         if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data,
                                                invisible_checked=source_invisible_free,
                                                facts=facts if data is encoded else None,
-                                               first_anchor=ascii_anchor if data is encoded else None,
-                                               first_any_form=any_form_place if data is encoded else None):
+                                               first_places=first_places if data is encoded else None):
             return []
         if not text.isascii():  # the walk decides as if this look had not been made: with all its budget
             budget, memo = fresh(), _Memo()

@@ -217,7 +217,7 @@ def _scan_both_ways(document: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[lis
     assert secret_scan.scan(document, source=source, encoded=encoded, facts=byte_facts.facts(encoded)) == with_search
     # and with the first search of a text in neither form taken ahead, as gate 2's worker does
     assert secret_scan.scan(document, source=source, encoded=encoded, facts=byte_facts.facts(encoded),
-                            any_form_place=secret_scan.first_any_form_place(encoded)) == with_search
+                            first_places=lambda: (None, secret_scan.first_any_form_place(encoded))) == with_search
     with monkeypatch.context() as patched:  # the long way: no look at the JSON text, every text normalised
         patched.setattr(secret_scan, "_raw_text_is_clean", lambda *args, **kwargs: False)
         patched.setattr(text_normal, "_could_hold_an_anchor", lambda odd, together, data: (odd, together))

@@ -1010,13 +1010,13 @@ def test_the_anchor_search_taken_ahead_is_the_scan_s_first() -> None:
     encoded = text.encode()
     first = secret_scan.first_ascii_anchor(encoded)
     assert first is not None and 0 <= first < text.index(credential)  # "token" comes first
-    assert secret_scan.scan(document, source=text, encoded=encoded, ascii_anchor=first) == \
+    assert secret_scan.scan(document, source=text, encoded=encoded, first_places=lambda: (first, None)) == \
         secret_scan.scan(document) != []
     clean = {"description": "plain words", "data": ["x" * 5000]}
     clean_bytes = json.dumps(clean).encode()
     assert secret_scan.first_ascii_anchor(clean_bytes) == -1
     # The answer is trusted (a wrong one would hide the credential): only gate 2's own look gives it.
-    assert secret_scan.scan(document, source=text, encoded=encoded, ascii_anchor=-1) == []
+    assert secret_scan.scan(document, source=text, encoded=encoded, first_places=lambda: (-1, None)) == []
     assert secret_scan.first_ascii_anchor("é".encode()) is None  # not ASCII: the scan searches itself
 
 
@@ -1042,9 +1042,9 @@ def test_the_search_of_a_text_in_neither_form_is_taken_ahead_and_trusted() -> No
     assert looked.first_places(bytes(bytearray(encoded))) == (None, None)
     facts = look.facts
     assert secret_scan.scan(document, source=text, encoded=encoded, facts=facts,
-                            any_form_place=any_form_place) == secret_scan.scan(document) != []
+                            first_places=lambda: (None, any_form_place)) == secret_scan.scan(document) != []
     # The answer is trusted (a wrong one would hide the credential): only gate 2's own look gives it.
-    assert secret_scan.scan(document, source=text, encoded=encoded, facts=facts, any_form_place=-1) == []
+    assert secret_scan.scan(document, source=text, encoded=encoded, facts=facts, first_places=lambda: (None, -1)) == []
     for labels_as, expected in ((labels, -1), ([unicodedata.normalize("NFC", label) for label in labels], None)):
         other = json.dumps({"labels": labels_as}, ensure_ascii=False).encode()
         taken = look_ahead.LookAhead()

@@ -92,7 +92,7 @@ def test_document_scan_equals_checking_every_string_alone(document: Any, indent:
     assert with_source == walked
     encoded = text.encode("utf-8", "surrogatepass")  # the anchor search taken ahead, as gate 2's worker does
     ahead = secret_scan.scan(document, source=text, encoded=encoded,
-                             ascii_anchor=secret_scan.first_ascii_anchor(encoded))
+                             first_places=lambda: (secret_scan.first_ascii_anchor(encoded), None))
     assert ahead == walked
     expected = {Finding(f.pointer[:200], f.kind, f.in_key) for f in reference}
     # Short of the cap, every finding; at the cap (reached by findings that two masked keys make
