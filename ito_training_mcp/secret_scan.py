@@ -314,7 +314,7 @@ def _raw_text_is_clean(engine: Engine, text: str, memo: _Memo, budget: _Budget, 
         return False
     data = engine.prepare(text) if data is None else data
     decomposed = False  # text in NFKD: searched for the places its NFKC could hold an anchor
-    any_form = None  # text in neither form: its search (decomposed_anchors.any_form_search)
+    any_form = None  # text in neither form or holding invisible characters: decomposed_anchors.any_form_search
     kinds_fit: Callable[[], bool] | None = None  # text holding invisible characters: `_kinds_fit`
     segment_runs_checked = True
     if not ascii_only and not invisible_checked and engine.invisible(data, 0) is not None:
