@@ -359,6 +359,9 @@ def test_a_session_cookie_seen_by_another_loopback_port_cannot_confirm(browser: 
             tab.wait_for_url(f"{backend.url}/desk/")
             tab.goto(f"http://127.0.0.1:{other.server_address[1]}/")
             assert _OtherPort.arrived.wait(TIMEOUT_MS / 1000)
+            # the screenshot once the bounced page has loaded (taken mid-navigation, Chromium refused it)
+            tab.wait_for_url(f"http://127.0.0.1:{other.server_address[1]}/desk/requests/x")
+            tab.wait_for_load_state("load")
             tab.screenshot(path=str(tmp_path / "other-port.png"))
             # The residual fact of plain http: the other port did receive the cookie.
             assert "ito_desk_session=" in _OtherPort.seen[0], "the browser no longer leaks it: update the docs"
