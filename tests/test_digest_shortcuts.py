@@ -19,7 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from ito_training_mcp import digest, egress, manifest, manifest_characters, manifest_values, review_layout, strict_json
+from ito_training_mcp import (
+    digest,
+    egress,
+    manifest,
+    manifest_characters,
+    manifest_values,
+    review_layout,
+    scan_strings,
+    strict_json,
+)
 from ito_training_mcp.credentials import Credential
 from ito_training_mcp.envelope import ErrorCode, success
 from ito_training_mcp.errors import ManifestRefusal
@@ -842,7 +851,7 @@ def test_texts_cleaned_one_by_one_only_where_they_need_it_are_each_text_normalis
     from ito_training_mcp import secret_scan
 
     expected_found, expected = _each_on_its_own(texts)
-    for budget in (secret_scan._UNBOUNDED, secret_scan._Budget(1 << 30)):
+    for budget in (scan_strings.UNBOUNDED, secret_scan._Budget(1 << 30)):
         found: dict[int, set[str]] = {}
         together, _ = secret_scan._joined_prepared(texts, found, budget)
         assert found == expected_found
