@@ -76,6 +76,12 @@ def _cases(write_file: WriteFile, example: dict[str, Any]) -> list[tuple[str, di
     good = write_file(example)
     secret = write_file({**example, "description": f"use {CANARY_GITHUB}"})
     loose = write_file(example, mode=0o666)
+    # Over 64 KiB, so that the read's worker takes its looks ahead: zero-width spaces everywhere (refused
+    # for its characters, the scanner's look settled in any form), and a token spelt in full-width forms.
+    full_width = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in map(chr, range(0x21, 0x7F))})
+    notes = [f"note {i} \u200b held out" for i in range(4000)]
+    invisible = write_file({**example, "notes": notes})
+    spelt = write_file({**example, "notes": [n.replace("\u200b", "") for n in notes] + [CANARY_GITHUB.translate(full_width)]})
     https = {"ITO_API_URL": "https://ito.example"}
     submit = {"booking_id": "bk_1", "manifest_path": good, "confirmation_ref": "cf_1", "idempotency_key": KEY}
     return [
@@ -94,6 +100,8 @@ def _cases(write_file: WriteFile, example: dict[str, Any]) -> list[tuple[str, di
         ("gate2 perms", https, "submit_training", {**submit, "manifest_path": loose}, "MANIFEST_UNSAFE_PERMISSIONS"),
         ("gate2 relative", https, "submit_training", {**submit, "manifest_path": "m.json"}, "MANIFEST_PATH_INVALID"),
         ("gate2 digest", {}, "digest_manifest", {"manifest_path": secret}, "MANIFEST_SECRET"),
+        ("gate2 invisible, large", https, "submit_training", {**submit, "manifest_path": invisible}, "MANIFEST_SCHEMA"),
+        ("gate2 full-width secret, large", {}, "digest_manifest", {"manifest_path": spelt}, "MANIFEST_SECRET"),
     ]
 
 
