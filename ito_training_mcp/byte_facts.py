@@ -41,9 +41,10 @@ class ByteFacts(NamedTuple):
     nfkc_unsure: bool  # False: the text is in NFKC (certain)
     nfkd_unsure: bool  # False: the text is in NFKD (certain)
     forbidden: bool  # a character the manifest's character rule forbids, raw (manifest_characters)
+    long_run: bool  # more non-starters in a row than text_normal.COMBINING_RUN_MAX
 
 
-_NOT_SHOWN, _COMPOSING, _ANCHOR, _NFKC_UNSURE, _NFKD_UNSURE, _FORBIDDEN = range(6)
+_NOT_SHOWN, _COMPOSING, _ANCHOR, _NFKC_UNSURE, _NFKD_UNSURE, _FORBIDDEN, _LONG_RUN = range(7)
 _SEARCHED = len(ByteFacts._fields)  # the end of the text: every text the search went through holds it
 
 
@@ -80,6 +81,12 @@ def nfkd_changed() -> tuple[int, ...]:
 
 
 @cache
+def nfkc_changed() -> tuple[int, ...]:
+    """Every code point NFKC changes when it stands alone (from this Python's `unicodedata`)."""
+    return tuple(c for c in _decomposing() if unicodedata.normalize("NFKC", chr(c)) != chr(c))
+
+
+@cache
 def normal_form_patterns() -> tuple[str, str]:
     """The patterns of "could be other than in NFKC" and "... NFKD", from this Python's `unicodedata`
     (~40 ms, once): the characters that form changes alone, or (NFKC) that may compose; or a
@@ -88,7 +95,7 @@ def normal_form_patterns() -> tuple[str, str]:
     from .text_normal import last_plane_with_non_starters
 
     nfkd_changes = list(nfkd_changed())
-    nfkc_changes = [c for c in _decomposing() if unicodedata.normalize("NFKC", chr(c)) != chr(c)]
+    nfkc_changes = list(nfkc_changed())
     composing = [c for low, high in COMPOSING for c in range(low, high + 1)]
     by_class: dict[int, list[int]] = {}
     marks = range(0x300, last_plane_with_non_starters() + 1)
@@ -121,10 +128,13 @@ def _set_search() -> Any:
     options.never_capture = True
     options.max_mem = 64 << 20
     search = re2.Set.SearchSet(options)
+    from .text_normal import combining_run_pattern
+
     nfkc, nfkd = normal_form_patterns()
     for index, pattern in ((_NOT_SHOWN, re2_class(not_shown_ranges())), (_COMPOSING, re2_class(COMPOSING)),
                            (_ANCHOR, anchors), (_NFKC_UNSURE, nfkc), (_NFKD_UNSURE, nfkd),
-                           (_FORBIDDEN, re2_class(forbidden_raw_ranges())), (_SEARCHED, r"\z")):
+                           (_FORBIDDEN, re2_class(forbidden_raw_ranges())), (_LONG_RUN, combining_run_pattern()),
+                           (_SEARCHED, r"\z")):
         if search.Add(pattern) != index:
             raise RuntimeError("byte_facts: RE2 numbered a pattern otherwise")
     search.Compile()
@@ -136,5 +146,5 @@ def _set_search() -> Any:
 
 
 # A no-break space (not shown), a combining acute (may compose), "password" (an anchor), a full-width
-# f (NFKC and NFKD change it), a zero-width space (forbidden).
-_EVERY_ANSWER = "\u00a0e\u0301 password \uff46 \u200b".encode()
+# f (NFKC and NFKD change it), a zero-width space (forbidden), a run of 31 combining acutes.
+_EVERY_ANSWER = ("\u00a0e\u0301 password \uff46 \u200b a" + "\u0301" * 31).encode()

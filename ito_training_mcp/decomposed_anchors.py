@@ -95,7 +95,8 @@ _LAST_NON_STARTER = 0x1FFFF
 
 
 @cache
-def _marks() -> tuple[tuple[int, int], ...]:
+def marks() -> tuple[tuple[int, int], ...]:
+    """Every non-starter (a combining class other than 0), as (low, high) runs."""
     ranges: list[tuple[int, int]] = []
     for code in range(0x300, _LAST_NON_STARTER + 1):
         if unicodedata.combining(chr(code)):
@@ -136,9 +137,9 @@ def pattern(re2: bool) -> str:
             return re.escape(chr(code))
         return f"\\x{{{code:x}}}" if re2 else f"\\U{code:08x}"
 
-    marks = "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in _marks()) + "]"
+    mark = "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in marks()) + "]"
     invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
-    return "|".join([invisible, *(_anchor(anchor, fold, char, marks) for anchor, fold in _anchors())])
+    return "|".join([invisible, *(_anchor(anchor, fold, char, mark) for anchor, fold in _anchors())])
 
 
 def _anchors() -> list[tuple[str, bool]]:
@@ -265,8 +266,8 @@ def any_form_pattern() -> str:
 
     invisible = [code for low, high in secret_rules.INVISIBLE_RANGES if low for code in range(low, high + 1)]
     gap = re2_class(runs(invisible)) + "*"
-    marks_only = [*(c for low, high in _marks() for c in range(low, high + 1)), *table.marks_only]
-    marks = re2_class(runs([*marks_only, *invisible])) + "*"
+    marks_only = [*(c for low, high in marks() for c in range(low, high + 1)), *table.marks_only]
+    marks_between = re2_class(runs([*marks_only, *invisible])) + "*"
     # The cleaning counts a run of marks again once invisible characters are out, in the NFKC of the
     # string, where a character may stand for up to `most_marks` of them (U+0F73 for two): a run
     # longer than COMBINING_RUN_MAX there can come from this many characters of marks alone in a
@@ -281,7 +282,7 @@ def any_form_pattern() -> str:
             starters = [ord(c) for c in decomposed if not unicodedata.combining(c)]
             parts += [re2_class(runs(members(starter, fold))) for starter in starters]
             if len(starters) != len(decomposed) or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS):
-                parts.append(marks)
+                parts.append(marks_between)
         body = gap.join(parts)
         patterns.append(f"(?i:{body})" if fold else body)
     return "|".join(patterns)

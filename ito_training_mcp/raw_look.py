@@ -15,6 +15,7 @@ from typing import Any
 
 from . import decomposed_anchors
 from .byte_facts import ByteFacts
+from .nfkc import nfkc
 from .scan_strings import Budget, separator
 from .secret_engine import Engine, default_engine
 from .text_kinds import MAX_SEGMENTS, Memo, kinds
@@ -27,7 +28,7 @@ QUOTE_OR_ESCAPE_MAKERS = "\ufe68\uff02\uff3c"
 _HANGUL_SYLLABLE_LEADS = (b"\xea", b"\xeb", b"\xec", b"\xed")  # U+AC00..U+D7A3 begin so in UTF-8 (and little else)
 # Strings the look at a text in neither form may normalise and check (~5 us each) before leaving the
 # text to the walk: one per list of labels of a mebibyte manifest with a ligature in each.
-_MAX_ANY_FORM_SEGMENTS = 512
+_MAX_ANY_FORM_SEGMENTS = 64
 
 
 def text_is_clean(engine: Engine, text: str, memo: Memo, budget: Budget, runs_checked: bool = False,
@@ -157,7 +158,7 @@ def _found_strings_clean(engine: Engine, data: Any, next_anchor: Callable[[Any, 
                 return False
             # A text in NFKD without invisible characters has none in its NFKC either: NFKC alone,
             # which gives the text itself at the cost of a look when it is normal already.
-            shown = (unicodedata.normalize("NFKC", raw) if segment_runs_checked
+            shown = (nfkc(raw) if segment_runs_checked
                      else normalize(raw, runs_checked=False))
             if shown is None:
                 return False

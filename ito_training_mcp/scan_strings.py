@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import decomposed_anchors
+from .nfkc import nfkc
 from .secret_engine import Engine, default_engine
 from .text_normal import (
     long_combining_run,
@@ -65,9 +66,11 @@ def joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest:
 
 
 def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget,
-                     longest: int | None = None, runs_checked: bool = False) -> tuple[str, Any]:
+                     longest: int | None = None, runs_checked: bool = False,
+                     limit: int = MAX_FINDINGS) -> tuple[str, Any]:
     """`joined`, with the engine's prepared form of it when making it took one (else None).
-    `runs_checked`: the caller knows that no text holds too long a run of combining marks.
+    `runs_checked`: the caller knows that no text holds too long a run of combining marks. `limit`:
+    how many texts reported are enough (past them none is looked at).
 
     NUL is a starter that composes with nothing, so NFKC of the texts joined by it is the joined NFKC
     of each; where that holds no invisible character, it is each text's `normalize`, and where it
@@ -92,9 +95,9 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
         all_text = "\x00".join(together)
     runs: list[int] = []
     if not runs_checked and long_combining_run(all_text):
-        # Each such text is reported, and none past MAX_FINDINGS of them would be: the rest is left out.
-        runs = long_run_texts(all_text, MAX_FINDINGS)
-        if len(runs) == MAX_FINDINGS:
+        # Each such text is reported, and none past `limit` of them would be: the rest is left out.
+        runs = long_run_texts(all_text, limit)
+        if len(runs) == limit:
             together, held = together[:runs[-1] + 1], [i for i in held if i <= runs[-1]]
         held = sorted({*held, *runs})
         together = [("" if i in runs else text) for i, text in enumerate(together)]
@@ -111,7 +114,7 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
     parts = normalized.split("\x00")
     for index in held:
         parts[index] = texts[index]
-    return _each_held(engine, parts, data, held, found, budget, hidden=set(runs)), None
+    return _each_held(engine, parts, data, held, found, budget, set(runs), limit, runs_checked), None
 
 
 # Cleaning one string on its own is charged to a bounded scan's budget as searching its length and
@@ -135,18 +138,19 @@ def _holding(engine: Engine, data: Any) -> Iterator[int]:
 
 
 def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], found: dict[int, set[str]],
-               budget: Budget, hidden: set[int]) -> str:
+               budget: Budget, hidden: set[int], limit: int, runs_checked: bool = False) -> str:
     """`parts` (NFKC already, but for the `held` ones) cleaned where they need it, in order, joined:
     each text that holds an invisible character (`data`: the others joined and prepared) or is held,
     on its own; the others are as they are. In a bounded scan each is charged (CLEANING_CHARGE), but
     for the budget's free cleanings (a long text's `_clean_long` bounds itself); once the budget is
     spent, such a text is reported UNEXAMINED
-    instead, and once MAX_FINDINGS texts are reported, no more is looked at (none past them would be).
-    The `hidden` ones (too long a run of combining marks, found already) are reported as such."""
+    instead, and once `limit` texts are reported, no more is looked at (none past them would be).
+    The `hidden` ones (too long a run of combining marks, found already) are reported as such;
+    `runs_checked`: the caller knows that no text holds such a run."""
     bounded = budget.left is not None
     held_at = set(held)
     for index in heapq.merge(_holding(engine, data), held):
-        if len(found) >= MAX_FINDINGS:
+        if len(found) >= limit:
             del parts[index:]  # not cleaned, and never searched
             break
         text = parts[index]
@@ -154,9 +158,9 @@ def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], fou
         if index in hidden:
             cleaned = None
         elif bounded and len(text) > LONG_STRING:
-            cleaned = _clean_long(text)
+            cleaned = _clean_long(text, runs_checked)
         elif budget.free_cleanings or budget.affords(len(text) + CLEANING_CHARGE):
-            cleaned = normalize(text, runs_checked=index not in held_at)
+            cleaned = normalize(text, runs_checked=runs_checked or index not in held_at)
             if budget.free_cleanings:
                 budget.free_cleanings -= 1
             else:
@@ -173,14 +177,15 @@ def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], fou
 _UNCLEANED = "\x00unexamined"  # `_clean_long`'s answer for a text it did not clean (never a cleaned text)
 
 
-def _clean_long(text: str) -> str:
+def _clean_long(text: str, runs_checked: bool = False) -> str:
     """`normalize` for a long text in a bounded scan: NFKC, but invisible characters are not removed
     (one copy of the text per kind): a long text holding any is not examined (`_UNCLEANED`), and
     neither is one whose anchors, as it stands, already call for several formats (the two searches
     of `_long_kinds`, before paying for normalisation). NFKC of a text that is not normal already
     costs ten passes over it and more: such a text is given as it stands when a search of it finds
     no place where its NFKC could hold an anchor (`decomposed_anchors.any_form_search`: nothing to
-    find), and is not examined when one does (a mebibyte of full-width anchors cost 10x)."""
+    find), and is not examined when one does (a mebibyte of full-width anchors cost 10x).
+    `runs_checked`: the caller knows that the text holds no run of combining marks too long."""
     if text.isascii() and "\x00" not in text:
         return text
     engine = default_engine()
@@ -192,7 +197,7 @@ def _clean_long(text: str) -> str:
             return _UNCLEANED
         if engine.invisible(data, end) is not None:  # none came before the anchor
             return _UNCLEANED
-    if long_combining_run(text):
+    if not runs_checked and long_combining_run(text):
         return _UNCLEANED
     any_form = decomposed_anchors.any_form_search() if isinstance(data, bytes) else None
     if any_form is not None:
@@ -200,7 +205,7 @@ def _clean_long(text: str) -> str:
             return text
         if not unicodedata.is_normalized("NFKC", text):
             return _UNCLEANED
-    normalized = unicodedata.normalize("NFKC", text)
+    normalized = nfkc(text, data if isinstance(data, bytes) else None)
     if normalized is not text and engine.invisible(engine.prepare(normalized), 0) is not None:
         return _UNCLEANED  # NFKC can make one (a half-width Hangul filler becomes U+1160)
     return normalized

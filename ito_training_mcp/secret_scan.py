@@ -87,26 +87,45 @@ escape_pointer_token = pointers.escape_token  # one JSON-pointer reference token
 # ---------------------------------------------------------------------------- many strings at once
 
 
+class _Progress:
+    """How far the walk of one list of strings has come, over the slices it may be taken in: how
+    many strings holding an anchor it checked one by one (past _MAX_SEGMENTS, rule by rule), how
+    many characters of the list come after the slice at hand, and which of the searches over the
+    rest of the list (None: the search for anchored rules; a rule's index; the key-name search)
+    the budget was charged for already, each once for all of that rest."""
+
+    __slots__ = ("after", "checked", "paid")
+
+    def __init__(self) -> None:
+        self.checked = 0
+        self.after = 0
+        self.paid: set[int | str | None] = set()
+
+
 def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
-            budget: _Budget, longest: int | None = None, runs_checked: bool = False) -> dict[int, set[str]]:
+            budget: _Budget, longest: int | None = None, runs_checked: bool = False,
+            limit: int = MAX_FINDINGS, progress: _Progress | None = None) -> dict[int, set[str]]:
     """The kinds found in each of `texts`, for the strings that have any (`longest`: see `scan_strings.joined`).
 
-    Bounded: it stops once MAX_FINDINGS strings have findings (enough to report).
+    Bounded: it stops once `limit` strings have findings (enough to report). `progress`: the walk's
+    so far, when `texts` is one slice of a longer list (`_locate_in_slices`).
     """
     found: dict[int, set[str]] = {}
-    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked)
+    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked, limit)
     data = engine.prepare(joined) if data is None else data
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
-    pos = index = counted = checked = 0
-    while len(found) < MAX_FINDINGS:
+    progress = _Progress() if progress is None else progress
+    pos = index = counted = 0
+    while len(found) < limit:
         at = next_anchor(data, pos)
         if at < 0:
             return found
-        if checked == _MAX_SEGMENTS:
-            _locate_by_rules(engine, data, sep, pos, index, keys, found, budget)
+        if progress.checked == _MAX_SEGMENTS:
+            _locate_by_rules(engine, data, sep, pos, index, keys, found, budget, limit, progress,
+                             len(data) / max(len(joined), 1))
             return found
-        checked += 1
+        progress.checked += 1
         index += data.count(sep, counted, at)
         start = data.rfind(sep, 0, at) + 1
         end = data.find(sep, at)
@@ -119,11 +138,12 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
     return found
 
 
-def _unexamined(engine: Engine, data: Any, sep: Any, pos: int, index: int, found: dict[int, set[str]]) -> None:
+def _unexamined(engine: Engine, data: Any, sep: Any, pos: int, index: int, found: dict[int, set[str]],
+                limit: int) -> None:
     """The work is spent: every further string holding an anchor is reported unexamined (up to the
-    findings limit), without searching its rules."""
+    findings `limit`), without searching its rules."""
     counted = pos
-    while len(found) < MAX_FINDINGS:
+    while len(found) < limit:
         at = engine.next_anchor(data, pos)
         if at < 0:
             return
@@ -139,26 +159,38 @@ def _unexamined(engine: Engine, data: Any, sep: Any, pos: int, index: int, found
 
 
 def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, keys: bool,
-                     found: dict[int, set[str]], budget: _Budget) -> None:
-    """After many candidate strings: every rule that can still match runs once over the rest."""
+                     found: dict[int, set[str]], budget: _Budget, limit: int, progress: _Progress,
+                     scale: float) -> None:
+    """After many candidate strings: every rule that can still match runs once over the rest. The
+    rest is that of the whole list: a search is charged, once, for this slice's rest and the
+    slices after it (`progress.after` characters, at `scale` units of `data` each)."""
     rest = data[pos:]
-    if not budget.affords(len(rest)):
-        _unexamined(engine, data, sep, pos, index, found)
+    ahead = len(rest) + int(progress.after * scale)
+
+    def paid(search: int | str | None) -> bool:
+        if search in progress.paid:
+            return True
+        if not budget.affords(ahead):
+            return False
+        budget.spend(ahead)
+        progress.paid.add(search)
+        return True
+
+    if not paid(None):
+        _unexamined(engine, data, sep, pos, index, found, limit)
         return
-    budget.spend(len(rest))
-    searches: list[tuple[str, Any]] = [
-        (RULES[rule].kind, lambda d, p, rule=rule: engine.rule_match(rule, d, p))
+    searches: list[tuple[int | str, str, Any]] = [
+        (rule, RULES[rule].kind, lambda d, p, rule=rule: engine.rule_match(rule, d, p))
         for rule in sorted(engine.anchored_rules(rest))
     ]
     if keys:
-        searches.append((_KEY_NAME, engine.key_name_match))
-    for kind, search in searches:
-        if not budget.affords(len(rest)):
-            _unexamined(engine, data, sep, pos, index, found)
+        searches.append((_KEY_NAME, _KEY_NAME, engine.key_name_match))
+    for charged, kind, search in searches:
+        if not paid(charged):
+            _unexamined(engine, data, sep, pos, index, found, limit)
             return
-        budget.spend(len(rest))
         at, at_index, counted, hits = pos, index, pos, 0
-        while hits < MAX_FINDINGS:
+        while hits < limit:
             match = search(data, at)
             if match is None:
                 break
@@ -177,6 +209,37 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
                 break
             at = counted = end + 1
             at_index += 1
+
+
+FIRST_SLICE = 1 << 13  # characters of strings in a bounded walk's first slice of text not ASCII
+LAST_SLICE = 1 << 17  # each next slice holds twice as many, up to this many
+
+
+def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Budget, longest: int | None,
+                      runs_checked: bool) -> dict[int, set[str]]:
+    """`_locate` of the values in a bounded scan, a slice of them at a time, in order: each made ready
+    (normalised, cleaned) only when the walk reaches it. A bounded walk ends early, once it has
+    MAX_FINDINGS strings to report or its budget is spent, and the strings after that were never
+    looked at, but NFKC of text not in that form costs ten passes over it and more: 600 strings of
+    full-width anchors took 7 ms to normalise, of which the walk used the first eighty. ASCII text
+    costs nothing to make ready, and goes in one piece; so do a single string and a list holding NUL
+    (the separator). A slice ends with the string that holds its last character."""
+    joined = "\x00".join(texts) if len(texts) > 1 else ""
+    if joined.isascii() or len(joined) <= FIRST_SLICE or joined.count("\x00") != len(texts) - 1:
+        return _locate(engine, texts, False, memo, budget, longest, runs_checked)
+    found: dict[int, set[str]] = {}
+    progress = _Progress()
+    start = at = 0  # the slice's first string, and where it starts in `joined`
+    size = FIRST_SLICE
+    while start < len(texts) and len(found) < MAX_FINDINGS:
+        end = joined.find("\x00", at + size) if at + size < len(joined) else -1
+        stop = len(texts) if end < 0 else start + joined.count("\x00", at, end) + 1
+        progress.after = max(len(joined) - end - 1, 0) if end >= 0 else 0
+        part = _locate(engine, texts[start:stop], False, memo, budget, longest, runs_checked,
+                       MAX_FINDINGS - len(found), progress)
+        found.update((start + index, kinds) for index, kinds in part.items())
+        start, at, size = stop, end + 1, min(2 * size, LAST_SLICE)
+    return found
 
 
 # ---------------------------------------------------------------------------- documents
@@ -265,7 +328,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     look at the text is then spared that search, a pass over it. `encoded`: the UTF-8 of a `source`
     given as text, when the caller has it (the bytes it decoded): the look is spared encoding it.
     `facts`: `byte_facts.facts(encoded)`, when the caller took them: the look is spared the searches
-    they answer (whether the text may compose, whether an anchor occurs as written). `first_places`:
+    they answer (whether the text may compose, whether an anchor occurs as written, whether it holds
+    too long a run of combining marks). `first_places`:
     gives `first_ascii_anchor(encoded)` and `first_any_form_place(encoded)`, when the caller searched
     ahead (in another thread: the searches let go of the GIL); asked only when the look needs one.
 
@@ -299,7 +363,10 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
             data = None
         else:
             data = engine.prepare(text) if encoded is None else engine.prepare_encoded(text, encoded)
-        runs_checked = data is not None and not long_combining_run(text, data if isinstance(data, bytes) else None)
+        if data is not None and facts is not None and data is encoded:  # the facts' pass looked for one
+            runs_checked = not facts.long_run
+        else:
+            runs_checked = data is not None and not long_combining_run(text, data if isinstance(data, bytes) else None)
         if runs_checked and _raw_text_is_clean(engine, text, memo, budget, runs_checked=True, data=data,
                                                invisible_checked=source_invisible_free,
                                                facts=facts if data is encoded else None,
@@ -311,8 +378,8 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     keys, values = strings.get()
     key_found = _locate(engine, keys, True, memo, budget, runs_checked=runs_checked)
     key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
-    value_found = _locate(engine, values, False, memo, budget, strings.longest_value_bound() if bounded else None,
-                          runs_checked)
+    value_found = (_locate_in_slices(engine, values, memo, budget, strings.longest_value_bound(), runs_checked)
+                   if bounded else _locate(engine, values, False, memo, budget, None, runs_checked))
     if not key_kinds and not value_found:
         return []
     findings: list[Finding] = []

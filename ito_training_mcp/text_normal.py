@@ -15,6 +15,7 @@ from itertools import compress, count
 from typing import Any
 
 from . import decomposed_anchors
+from .nfkc import nfkc
 from .secret_engine import Engine, default_engine
 from .secret_rules import invisible_class
 
@@ -32,7 +33,7 @@ def normalize(text: str, *, runs_checked: bool = False) -> str | None:
         return text.replace("\x00", "") if "\x00" in text else text
     if not runs_checked and long_combining_run(text):
         return None  # NFKC would take time quadratic in the run, and no reader can tell what it shows
-    text = unicodedata.normalize("NFKC", text)
+    text = nfkc(text)
     if len(text) <= _SHORT_TEXT:
         return without_invisible(text)
     return without_invisible_by_search(text)
@@ -72,6 +73,12 @@ def _non_starter_ranges() -> tuple[tuple[int, int], ...]:
     return tuple(ranges)
 
 
+def combining_run_pattern() -> str:
+    """A run too long, in RE2's syntax (UTF-8): COMBINING_RUN_MAX + 1 non-starters."""
+    return ("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _non_starter_ranges()) + "]"
+            + f"{{{COMBINING_RUN_MAX + 1}}}")
+
+
 @functools.cache
 def _combining_run() -> Callable[[bytes, int], int]:
     """The search for a run too long in UTF-8 `data` from byte `pos`: where one starts, or -1. RE2
@@ -91,8 +98,7 @@ def _combining_run() -> Callable[[bytes, int], int]:
     options = re2.Options()
     options.never_capture = True
     options.max_mem = 64 << 20
-    compiled = re2.compile("[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _non_starter_ranges()) + "]"
-                           + repeat, options)
+    compiled = re2.compile(combining_run_pattern(), options)
     # Each byte of a non-starter in UTF-8 is a continuation byte or one of the few lead bytes that
     # begin one (not those of CJK ideographs, Latin-1, Greek or Cyrillic): such a run needs
     # 2 * (COMBINING_RUN_MAX + 1) of them in a row.
@@ -239,7 +245,7 @@ def _renormalized(text: str) -> str | None:
     together, and two runs of combining marks too. A run too long then is reported (None), as before
     removal (an attacker review: runs of twenty marks between zero-width spaces, 84,000 characters,
     took NFKC 7 s)."""
-    return None if long_combining_run(text) else unicodedata.normalize("NFKC", text)
+    return None if long_combining_run(text) else nfkc(text)
 
 
 def _removed(text: str, char: str) -> str:
@@ -272,6 +278,7 @@ def nfkc_joined(texts: list[str], joined: str) -> str:
     odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
     together = "\x00".join([texts[i] for i in odd])
     left_out = False
+    data: Any = None
     if odd and unicodedata.is_normalized("NFKD", together):  # a fraction of NFKC's cost, whatever the text
         data = default_engine().prepare(together)
         if not decomposed_anchors.may_compose(data):
@@ -287,7 +294,8 @@ def nfkc_joined(texts: list[str], joined: str) -> str:
             position = {index: at for at, index in enumerate(odd)}
             parts = together.split("\x00")
             left_out, odd, together = True, kept, "\x00".join(parts[position[i]] for i in kept)
-    normal = unicodedata.normalize("NFKC", together)
+    # `data`, when taken, is the UTF-8 of `together` unless the texts were narrowed since
+    normal = nfkc(together, data if odd and not left_out and isinstance(data, bytes) else None)
     if not left_out and normal == together:
         return joined
     normalized = [text if text.isascii() else "" for text in texts] if left_out else list(texts)

@@ -137,3 +137,24 @@ def test_a_search_that_did_not_go_through_gives_no_facts(monkeypatch: pytest.Mon
     assert byte_facts.facts(b"plain") is not None
     monkeypatch.setattr(byte_facts, "_set_search", lambda: Failing())
     assert byte_facts.facts(b"plain") is None
+
+
+@pytest.mark.parametrize("mark", ["\u0301", "\u05b0", "\u0f73", "\U0001d167"])
+def test_a_run_of_combining_marks_is_a_fact_past_thirty_as_the_scanners_search_says(mark: str) -> None:
+    """The pass answers the scanner's question about runs of combining marks (a run longer than
+    text_normal.COMBINING_RUN_MAX), as text_normal's own search does; runs broken by a starter, or
+    spread over many words, are not runs."""
+    limit = text_normal.COMBINING_RUN_MAX
+    for count in (limit, limit + 1):
+        for text in ("a" + mark * count, "模型 " + "x" * 1000 + "a" + mark * count + " 训练", "a" + mark * count + "\u200b"):
+            data = text.encode()
+            assert _facts(text).long_run is text_normal.long_combining_run(text, data), (count, text[:20])
+    spread = ("a" + mark * limit + " ") * 200
+    assert _facts(spread).long_run is False
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(["a", " ", "\u0301", "\u0308", "\u0f73", "\u0f71", "\u3099", "\u05b0", "模"]),
+                max_size=120).map("".join))
+def test_the_long_run_fact_is_the_scanners_answer(text: str) -> None:
+    assert _facts(text).long_run is text_normal.long_combining_run(text, text.encode())

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import byte_facts, decomposed_anchors, secret_rules, secret_scan, text_normal
+from ito_training_mcp import byte_facts, decomposed_anchors, raw_look, secret_rules, secret_scan, text_normal
+from ito_training_mcp import nfkc as nfkc_module
 from ito_training_mcp.secret_engine import PythonEngine, default_engine
 
 from .conftest import CANARY_GITHUB, CANARY_TOKEN
@@ -456,9 +457,10 @@ def test_the_look_in_nfkd_is_taken_only_where_it_pays() -> None:
     engine = default_engine()
     mostly_ascii = {"labels": ["mmlu"] * 200 + ["ｘ", "ｔｏｋｅｎｉｚｅｒ"]}
     spelt: list[int] = []
-    real = unicodedata.normalize
+    real = nfkc_module.nfkc
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(unicodedata, "normalize", lambda form, text: spelt.append(len(text)) or real(form, text))
+        for module in (text_normal, raw_look):  # the scanner's NFKC, wherever it is asked for
+            monkeypatch.setattr(module, "nfkc", lambda text, data=None: spelt.append(len(text)) or real(text, data))
         settled = secret_scan._raw_text_is_clean(engine, json.dumps(mostly_ascii, ensure_ascii=False),
                                                  secret_scan._Memo(), secret_scan._Budget(None))
     assert settled == (engine.name == "re2") and spelt == ([9] if settled else [])

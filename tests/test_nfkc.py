@@ -1,0 +1,113 @@
+"""nfkc.py: the scanner's NFKC gives `unicodedata`'s answer on every text, and takes the slow path
+only where it must. The premise of its shortcut is checked on every character that decomposes (the
+others are their own NFKD); the answers on generated texts, long and short, with and without RE2."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ito_training_mcp import byte_facts, decomposed_anchors
+from ito_training_mcp import nfkc as nfkc_module
+from ito_training_mcp.nfkc import nfkc
+
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+NOTABLE = frozenset(map(ord, nfkc_module._notable()))
+
+
+def test_every_character_that_is_not_notable_begins_a_stretch_of_its_own() -> None:
+    """The premise: a character that NFKC leaves alone, that is a starter and composes with nothing
+    before it has an NFKD that begins with such a starter too. Characters without a decomposition are
+    their own NFKD (Hangul syllables decompose by rule: checked with the rest)."""
+    composing = {c for low, high in decomposed_anchors.COMPOSING for c in range(low, high + 1)}
+    for code in (*byte_facts._decomposing(), *byte_facts._HANGUL_SYLLABLES):
+        if code in NOTABLE:
+            continue
+        first = unicodedata.normalize("NFKD", chr(code))[0]
+        assert unicodedata.combining(first) == 0 and ord(first) not in composing, hex(code)
+
+
+def test_the_notable_characters_are_those_nfkc_may_change_or_compose() -> None:
+    """Every character NFKC changes alone is notable, and so is every non-starter and composing one;
+    a character that is none of these is left as it is by NFKC, alone and after a letter."""
+    changed = set(byte_facts.nfkc_changed())
+    assert changed <= NOTABLE
+    for code in range(0x110000):
+        if 0xD800 <= code < 0xE000 or code in NOTABLE:
+            continue
+        char = chr(code)
+        assert unicodedata.combining(char) == 0
+        assert unicodedata.normalize("NFKC", "a" + char) == "a" + char, hex(code)
+
+
+# Characters from every corner the shortcut cares about: ASCII, CJK and kana (CPython's slow cases),
+# full-width forms and punctuation, compatibility characters that become several, composing marks,
+# Hangul syllables and jamo, characters that decompose to non-starters, invisible ones, surrogates.
+ALPHABET = [*"aZ09 ,.\"", "模", "型", "パ", "ハ", "ス", "，", "（", "）", "：", "ｇ", "Ｐ", "１", "\u3000", "\u00a0",
+            "\ufb01", "\u2460", "\u33ff", "\u2126", "\u212b", "\u00c5", "e", "\u0301", "\u0308", "\u0344",
+            "\u0f73", "\u3099", "\u309a", "\uff9f", "\uff8a", "한", "\u1100", "\u1161", "\u11a8", "\u0915",
+            "\u093c", "\u0958", "\u200b", "\ufeff", "\u00ad", "\U0001d400", "\ud800", "\x00"]
+texts = st.lists(st.sampled_from(ALPHABET), max_size=40).map("".join)
+
+
+@SETTINGS
+@given(texts)
+def test_short_texts_get_unicodedatas_answer(text: str) -> None:
+    assert nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+@SETTINGS
+@given(st.lists(texts, min_size=1, max_size=6), st.integers(1, 20), st.booleans())
+def test_long_texts_get_unicodedatas_answer(parts: list[str], repeat: int, given_bytes: bool) -> None:
+    """Long texts, their pieces repeated so that kinds recur far from where they were first seen; the
+    window, the number of kinds and the length counted as short are made small here so that every
+    path is taken (with and without the caller's bytes)."""
+    text = "".join(part * repeat for part in parts)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(nfkc_module, "SHORT", 8)
+        monkeypatch.setattr(nfkc_module, "WINDOW", 16)
+        monkeypatch.setattr(nfkc_module, "KINDS", 3)
+        data = text.encode("utf-8", "surrogatepass") if given_bytes else None
+        assert nfkc(text, data) == unicodedata.normalize("NFKC", text)
+
+
+@SETTINGS
+@given(st.lists(texts, min_size=1, max_size=4))
+def test_without_re2_the_answer_is_the_same(parts: list[str]) -> None:
+    text = "".join(parts) * 3
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(nfkc_module, "SHORT", 8)
+        monkeypatch.setattr(nfkc_module, "_notable_search", lambda: None)
+        assert nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+@pytest.mark.parametrize("unit", ["パスワードではない，評価 ", "模型（训练）数据：评估集！ ", "оценка\u00a0модели ",
+                                  "ASCII text with a no-break\u00a0space "])
+def test_a_long_text_with_a_few_kinds_to_change_is_not_normalised_the_slow_way(
+        unit: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mebibyte of Japanese with one kind of full-width punctuation took CPython's NFKC 70 ms; the
+    replacement of each kind gives the same text without it."""
+    if nfkc_module._notable_search() is None:
+        pytest.skip("RE2 is not installed")
+    text = unit * 20_000
+    expected = unicodedata.normalize("NFKC", text)
+    calls: list[int] = []
+    real = unicodedata.normalize
+    monkeypatch.setattr(unicodedata, "normalize", lambda form, t: calls.append(len(t)) or real(form, t))
+    assert nfkc(text) == expected
+    assert nfkc(text, text.encode()) == expected
+    assert calls == []
+
+
+@pytest.mark.parametrize("text", [
+    "ｅｖａｌ ｓｕｉｔｅ ＧＰＴ－４ " * 4000,  # more kinds than KINDS: CPython's normalisation is quick for these
+    unicodedata.normalize("NFD", "パスワード，評価 ") * 4000,  # a composing mark: composition is needed
+    "Tie\u0302\u0301ng Vie\u0323\u0302t " * 4000,
+])
+def test_a_text_the_shortcut_cannot_settle_goes_to_unicodedata(text: str) -> None:
+    assert nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert nfkc(text, text.encode()) == unicodedata.normalize("NFKC", text)
