@@ -347,7 +347,15 @@ def hostile_inputs() -> dict[str, bytes]:
                        ("labels in Vietnamese, combining accents (valid)", "Tie\u0302\u0301ng Vie\u0323\u0302t "),
                        ("labels in Korean (valid)", "한국어 평가 "), ("labels in Hindi (valid)", "नमस्ते दुनिया "),
                        ("labels in full-width forms (valid)", "ＧＰＴ－４ ｅｖａｌ "),
-                       ("labels in Vietnamese, composed and not in one (valid)", "Tiếng Vie\u0323\u0302t ")):
+                       ("labels in Vietnamese, composed and not in one (valid)", "Tiếng Vie\u0323\u0302t "),
+                       # Tenth round: CJK with full-width punctuation, which NFKC changes (CPython normalises
+                       # kana and ideographs at 140-210 ns a character); then a place in every label
+                       # (a credential name, "tokenizer"), where the look leaves all of it to the walk.
+                       ("labels in Japanese, full-width punctuation (valid)",
+                        "日本語の評価データセット，第一版（改訂） "),
+                       ("labels in Japanese, a credential name in each (valid)", "パスワードではない，評価 "),
+                       ("labels in Chinese, full-width comma and 'tokenizer' in each (valid)",
+                        "模型，tokenizer 评估 ")):
         out[name] = _filled_labels(lambda n, unit=unit: suites(*[(unit * (160 // len(unit))).strip() + str(i)
                                                                 for i in range(n)]))
     # Eighth round: manifests mostly ASCII but for a character that NFKC changes (a no-break space in

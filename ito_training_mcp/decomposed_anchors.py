@@ -90,6 +90,17 @@ def may_compose(data: Any) -> bool:
     return _composing_search()(data)
 
 
+def composing_begun(data: bytes) -> bool:
+    """The look at UTF-8 bytes alone: False when they hold no byte that begins a character that may
+    compose with the one before (a few byte searches; most scripts' bytes show none)."""
+    return _composing_begun()(data)
+
+
+@cache
+def _composing_begun() -> Callable[[bytes], bool]:
+    return utf8_starts(c for a, b in COMPOSING for c in range(a, b + 1))
+
+
 # Non-starters lie in U+0300..U+1FFFF (text_normal checks the same bound for its run search).
 _LAST_NON_STARTER = 0x1FFFF
 

@@ -21,10 +21,9 @@ NFKC is then those characters replaced, which `str.replace` does at memory speed
 
 So the notable characters are found (a search of the UTF-8 for the first, then the kinds in a window
 of text after it), each kind that NFKC changes is replaced by its NFKC everywhere, and the search
-goes on from where it was. A non-starter or a composing character, or more kinds than KINDS, hands
-the text to `unicodedata`, which is exact whatever the text (a partly replaced text has the same
-NFKC). A short text's kinds are the set of its characters' and notable ones. Without RE2, a long
-text not in NFKC goes to `unicodedata`.
+goes on from where it was. A non-starter or a composing character, more kinds than KINDS, or more
+windows than ROUNDS hands the text to `unicodedata`, which is exact whatever the text (a partly
+replaced text has the same NFKC). A short text, and without RE2 a long one, goes to `unicodedata`.
 """
 
 from __future__ import annotations
@@ -38,7 +37,8 @@ from . import byte_facts, decomposed_anchors
 from .invisible import re2_class, runs
 
 KINDS = 16  # kinds of character replaced one by one; past them, `unicodedata` (each kind costs a pass)
-SHORT = 1024  # characters: a shorter text's kinds are taken from the whole of it at once
+ROUNDS = 3  # windows of kinds replaced, each followed by a search of the rest; past them, `unicodedata`
+SHORT = 1024  # characters: a text no longer than this goes to `unicodedata` (it costs little there)
 WINDOW = 4096  # bytes after the first notable character whose kinds are replaced together
 
 
@@ -46,23 +46,24 @@ def nfkc(text: str, data: bytes | None = None) -> str:
     """`unicodedata.normalize("NFKC", text)`. `data`: the UTF-8 of `text`, if the caller has it.
 
     Unicode's quick check settles a text in NFKC at memory speed, but CPython's answers "maybe" for a
-    text holding a composing character, and then normalises all of it to tell. Given the bytes of a
-    long text, the search for notable characters goes first (it finds the composing ones too, which
-    send the text to `unicodedata` once); otherwise the quick check does."""
+    text holding a character that may compose, and then normalises all of it to tell. So the quick
+    check goes first only where the bytes show that no such character can be there; otherwise the
+    search for notable characters goes first, which finds one and hands the text to `unicodedata`
+    once (or finds none: the text is in NFKC)."""
     if text.isascii():
         return text
     search = _notable_search() if len(text) > SHORT else None
-    if data is None or search is None:
-        if unicodedata.is_normalized("NFKC", text):
-            return text
-        if search is None:
-            return _replaced(text, _notable().intersection(text)) or unicodedata.normalize("NFKC", text)
-        data = text.encode("utf-8", "surrogatepass")
-    left = KINDS
+    if search is None:  # a short text costs `unicodedata` little; a long one without RE2 goes there too
+        return unicodedata.normalize("NFKC", text)
+    data = text.encode("utf-8", "surrogatepass") if data is None else data
+    if not decomposed_anchors.composing_begun(data) and unicodedata.is_normalized("NFKC", text):
+        return text
+    left, rounds = KINDS, ROUNDS
     at = search(data, 0)
     while at >= 0:
         kinds = _notable().intersection(data[at:at + WINDOW].decode("utf-8", "ignore"))
-        replaced = _replaced(text, kinds) if len(kinds) <= left else None
+        rounds -= 1
+        replaced = _replaced(text, kinds) if len(kinds) <= left and rounds >= 0 else None
         if replaced is None:
             return unicodedata.normalize("NFKC", text)  # the same NFKC as the text given
         left -= len(kinds)

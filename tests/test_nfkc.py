@@ -61,16 +61,17 @@ def test_short_texts_get_unicodedatas_answer(text: str) -> None:
 
 
 @SETTINGS
-@given(st.lists(texts, min_size=1, max_size=6), st.integers(1, 20), st.booleans())
-def test_long_texts_get_unicodedatas_answer(parts: list[str], repeat: int, given_bytes: bool) -> None:
+@given(st.lists(texts, min_size=1, max_size=6), st.integers(1, 20), st.booleans(), st.integers(1, 4))
+def test_long_texts_get_unicodedatas_answer(parts: list[str], repeat: int, given_bytes: bool, rounds: int) -> None:
     """Long texts, their pieces repeated so that kinds recur far from where they were first seen; the
-    window, the number of kinds and the length counted as short are made small here so that every
-    path is taken (with and without the caller's bytes)."""
+    window, the number of kinds and of windows, and the length counted as short are made small here
+    so that every path is taken (with and without the caller's bytes)."""
     text = "".join(part * repeat for part in parts)
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(nfkc_module, "SHORT", 8)
         monkeypatch.setattr(nfkc_module, "WINDOW", 16)
         monkeypatch.setattr(nfkc_module, "KINDS", 3)
+        monkeypatch.setattr(nfkc_module, "ROUNDS", rounds)
         data = text.encode("utf-8", "surrogatepass") if given_bytes else None
         assert nfkc(text, data) == unicodedata.normalize("NFKC", text)
 
@@ -95,19 +96,46 @@ def test_a_long_text_with_a_few_kinds_to_change_is_not_normalised_the_slow_way(
         pytest.skip("RE2 is not installed")
     text = unit * 20_000
     expected = unicodedata.normalize("NFKC", text)
-    calls: list[int] = []
-    real = unicodedata.normalize
-    monkeypatch.setattr(unicodedata, "normalize", lambda form, t: calls.append(len(t)) or real(form, t))
+    calls = _counted(monkeypatch)
     assert nfkc(text) == expected
     assert nfkc(text, text.encode()) == expected
     assert calls == []
 
 
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The calls to `unicodedata.normalize` from now on (the module's tables built before)."""
+    nfkc("，" * 2 * nfkc_module.SHORT)
+    calls: list[int] = []
+    real = unicodedata.normalize
+    monkeypatch.setattr(unicodedata, "normalize", lambda form, t: calls.append(len(t)) or real(form, t))
+    return calls
+
+
+def test_kinds_spread_over_many_windows_go_to_unicodedata_after_a_few(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From an attacker review: seventeen kinds each first seen in a window of its own made sixteen
+    rounds of replacing and searching before `unicodedata` took the text (3x its cost)."""
+    if nfkc_module._notable_search() is None:
+        pytest.skip("RE2 is not installed")
+    kinds = [chr(0xFF41 + i) for i in range(17)]  # full-width letters
+    text = "".join(kind + "x" * 8000 for kind in kinds)
+    expected = unicodedata.normalize("NFKC", text)
+    calls = _counted(monkeypatch)
+    replaced: list[int] = []
+    real_replaced = nfkc_module._replaced
+    monkeypatch.setattr(nfkc_module, "_replaced", lambda t, k: replaced.append(len(k)) or real_replaced(t, k))
+    assert nfkc(text) == expected
+    assert len(replaced) == nfkc_module.ROUNDS and len(calls) == 1
+
+
 @pytest.mark.parametrize("text", [
-    "ｅｖａｌ ｓｕｉｔｅ ＧＰＴ－４ " * 4000,  # more kinds than KINDS: CPython's normalisation is quick for these
+    "ａｂｃｄｅｆｇｈｉｊｋｌｍｎｏｐｑｒｓｔｕｖｗｘｙｚ " * 2000,  # more kinds than KINDS
     unicodedata.normalize("NFD", "パスワード，評価 ") * 4000,  # a composing mark: composition is needed
     "Tie\u0302\u0301ng Vie\u0323\u0302t " * 4000,
 ])
-def test_a_text_the_shortcut_cannot_settle_goes_to_unicodedata(text: str) -> None:
-    assert nfkc(text) == unicodedata.normalize("NFKC", text)
-    assert nfkc(text, text.encode()) == unicodedata.normalize("NFKC", text)
+def test_a_text_the_shortcut_cannot_settle_goes_to_unicodedata(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once: a text that may compose is not asked Unicode's quick check first (CPython's answers
+    "maybe" for it by normalising all of it; an attacker review measured twice the cost)."""
+    expected = unicodedata.normalize("NFKC", text)
+    calls = _counted(monkeypatch)
+    assert nfkc(text) == expected and len(calls) == 1
+    assert nfkc(text, text.encode()) == expected and len(calls) == 2
