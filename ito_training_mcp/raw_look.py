@@ -158,8 +158,9 @@ def _found_strings_clean(engine: Engine, data: Any, next_anchor: Callable[[Any, 
                 return False
             # A text in NFKD without invisible characters has none in its NFKC either: NFKC alone,
             # which gives the text itself at the cost of a look when it is normal already.
-            shown = (nfkc(raw) if segment_runs_checked
-                     else normalize(raw, runs_checked=False))
+            encoded = segment if isinstance(segment, bytes) else None
+            shown = (nfkc(raw, encoded) if segment_runs_checked
+                     else normalize(raw, runs_checked=False, data=encoded))
             if shown is None:
                 return False
             if shown is not raw and shown != raw:

@@ -67,10 +67,11 @@ def joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest:
 
 def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget,
                      longest: int | None = None, runs_checked: bool = False,
-                     limit: int = MAX_FINDINGS) -> tuple[str, Any]:
+                     limit: int = MAX_FINDINGS, all_text: str | None = None) -> tuple[str, Any]:
     """`joined`, with the engine's prepared form of it when making it took one (else None).
     `runs_checked`: the caller knows that no text holds too long a run of combining marks. `limit`:
-    how many texts reported are enough (past them none is looked at).
+    how many texts reported are enough (past them none is looked at). `all_text`: the texts joined
+    by NUL, if the caller joined them already.
 
     NUL is a starter that composes with nothing, so NFKC of the texts joined by it is the joined NFKC
     of each; where that holds no invisible character, it is each text's `normalize`, and where it
@@ -79,7 +80,7 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
     others from the start: texts holding NUL, those with too long a run of combining marks, and (in a
     bounded scan) the long ones.
     """
-    all_text = "\x00".join(texts)
+    all_text = "\x00".join(texts) if all_text is None else all_text
     nul_free = "\x00" not in all_text if len(texts) == 1 else all_text.count("\x00") == len(texts) - 1
     if all_text.isascii() and nul_free:
         return all_text, None  # the common case, settled in two passes over the bytes

@@ -104,14 +104,16 @@ class _Progress:
 
 def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
             budget: _Budget, longest: int | None = None, runs_checked: bool = False,
-            limit: int = MAX_FINDINGS, progress: _Progress | None = None) -> dict[int, set[str]]:
+            limit: int = MAX_FINDINGS, progress: _Progress | None = None,
+            all_text: str | None = None) -> dict[int, set[str]]:
     """The kinds found in each of `texts`, for the strings that have any (`longest`: see `scan_strings.joined`).
 
     Bounded: it stops once `limit` strings have findings (enough to report). `progress`: the walk's
-    so far, when `texts` is one slice of a longer list (`_locate_in_slices`).
+    so far, when `texts` is one slice of a longer list (`_locate_in_slices`). `all_text`: `texts`
+    joined by NUL, if the caller joined them.
     """
     found: dict[int, set[str]] = {}
-    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked, limit)
+    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked, limit, all_text)
     data = engine.prepare(joined) if data is None else data
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
@@ -224,9 +226,11 @@ def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Bu
     full-width anchors took 7 ms to normalise, of which the walk used the first eighty. ASCII text
     costs nothing to make ready, and goes in one piece; so do a single string and a list holding NUL
     (the separator). A slice ends with the string that holds its last character."""
-    joined = "\x00".join(texts) if len(texts) > 1 else ""
-    if joined.isascii() or len(joined) <= FIRST_SLICE or joined.count("\x00") != len(texts) - 1:
+    if len(texts) < 2:
         return _locate(engine, texts, False, memo, budget, longest, runs_checked)
+    joined = "\x00".join(texts)
+    if joined.isascii() or len(joined) <= FIRST_SLICE or joined.count("\x00") != len(texts) - 1:
+        return _locate(engine, texts, False, memo, budget, longest, runs_checked, all_text=joined)
     found: dict[int, set[str]] = {}
     progress = _Progress()
     start = at = 0  # the slice's first string, and where it starts in `joined`

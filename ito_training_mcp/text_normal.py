@@ -24,16 +24,17 @@ from .secret_rules import invisible_class
 MAX_INVISIBLE_KINDS = 12
 
 
-def normalize(text: str, *, runs_checked: bool = False) -> str | None:
+def normalize(text: str, *, runs_checked: bool = False, data: bytes | None = None) -> str | None:
     """NFKC, then without format characters (Cf) and other invisible ones: what a reader would see.
 
     None when the text holds more kinds of invisible character than any legitimate text needs.
+    `data`: the UTF-8 of `text`, if the caller has it.
     """
     if text.isascii():
         return text.replace("\x00", "") if "\x00" in text else text
     if not runs_checked and long_combining_run(text):
         return None  # NFKC would take time quadratic in the run, and no reader can tell what it shows
-    text = nfkc(text)
+    text = nfkc(text, data)
     if len(text) <= _SHORT_TEXT:
         return without_invisible(text)
     return without_invisible_by_search(text)
@@ -244,8 +245,9 @@ def _renormalized(text: str) -> str | None:
     """NFKC again once invisible characters are out: removing one can bring two composable characters
     together, and two runs of combining marks too. A run too long then is reported (None), as before
     removal (an attacker review: runs of twenty marks between zero-width spaces, 84,000 characters,
-    took NFKC 7 s)."""
-    return None if long_combining_run(text) else nfkc(text)
+    took NFKC 7 s). The text was in NFKC before the removal, and almost always still is: Unicode's
+    quick check (`unicodedata`'s first look) settles that best."""
+    return None if long_combining_run(text) else unicodedata.normalize("NFKC", text)
 
 
 def _removed(text: str, char: str) -> str:
