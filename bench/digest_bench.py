@@ -15,6 +15,7 @@ import statistics
 import string
 import sys
 import time
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -366,10 +367,47 @@ def hostile_inputs() -> dict[str, bytes]:
         {**ascii_shape, "description": "Instruction-tune\u00a0the 8B base"}, ensure_ascii=False).encode()
     out["ASCII labels, a full-width letter in one label of each list (valid)"] = _filled_labels(
         lambda n: suites(*[("ｅ" if i == 0 else "e") + "val suite " * 15 + str(i) for i in range(n)]))
+    # Tenth round, from an attacker review: characters NFKC makes many of (U+FDFA becomes 18, U+3300
+    # four kana), each string of a refused list a hundred of them, after strings of anchors or alone;
+    # labels in Japanese with a credential name and a composing mark in each (valid: CPython's NFKC of
+    # kana, all of it); ASCII labels where 17 kinds of full-width letter each first appear far apart
+    # (valid); strings each holding NUL and 1,000 kinds of character NFKC changes.
+    anchor_strings = ["x " + anchor + " \u00e9" for anchor in anchors[:70]] + [" ".join(anchors) + " \u00e9"]
+    for label, first, unit in (("U+FDFA x100 in each string after 71 strings of anchors", anchor_strings, "\ufdfa"),
+                               ("U+FDFA x100 in each string", [], "\ufdfa"),
+                               ("U+3300 x100 in each string after 71 strings of anchors", anchor_strings, "\u3300")):
+        out[label] = _filled_list(first, unit * 100)
+    out["labels in Japanese, a credential name and a composing mark in each (valid)"] = _filled_labels(
+        lambda n: suites(*[("パスワードではないハ\u309a評価 " * 10).strip() + str(i) for i in range(n)]))
+    out["ASCII labels, 17 kinds of full-width letter each first seen far apart (valid)"] = _filled_labels(
+        lambda n: {**example, "data": [{**example["data"][0], "decontamination": {
+            **example["data"][0]["decontamination"], "eval_suites": [
+                "tokenizer eval suite " * 7 + (chr(0xFF21 + (r * n + i) // 30) if (r * n + i) // 30 < 17 else "\u00e9")
+                + str(i) for i in range(n)]}} for r in range(256)]})
+    changed = [c for c in map(chr, range(0xA0, 0x30000)) if unicodedata.decomposition(c)
+               and unicodedata.normalize("NFKC", c) != c and unicodedata.normalize("NFKC", c).isprintable()
+               and not any(unicodedata.combining(x) for x in unicodedata.normalize("NFKC", c))][:1000]
+    out["NUL and 1,000 kinds of character NFKC changes in each string"] = _filled_list(
+        [], None, lambda i: "\x00" + "".join(random.Random(i).sample(changed, len(changed)))[:1023])
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
     out["every character \\u-escaped"] = escaped.replace(unit, "".join(f"\\u{ord(c):04x}" for c in unit)).encode()
     return {name: content for name, content in out.items() if len(content) <= MIB}
+
+
+def _filled_list(first: list[str], unit: str | None, make: Callable[[int], str] | None = None) -> bytes:
+    """The largest `{"notes": first + [unit] * n}` (or `make(i)` for i < n) that fits in a mebibyte."""
+    def encoded(n: int) -> bytes:
+        rest = [unit] * n if make is None else [make(i) for i in range(n)]
+        return json.dumps({"notes": first + rest}, ensure_ascii=False).encode()
+
+    low, high = 0, 1
+    while len(encoded(high)) <= MIB:
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if len(encoded(middle)) <= MIB else (low, middle)
+    return encoded(low)
 
 
 def _filled_labels(make: Callable[[int], dict[str, Any]]) -> bytes:

@@ -195,17 +195,57 @@ def _starters() -> _Starters:
     marks_only: list[int] = []
     unsure: list[int] = []
     most_marks = 1
+    may_take_part = _may_take_part()
     for code in nfkd_changed():
         decomposed = unicodedata.normalize("NFKD", chr(code))
         starters = [c for c in decomposed if not unicodedata.combining(c)]
         most_marks = max(most_marks, len(decomposed) - len(starters))
-        if len(starters) > 1 or not invisible.isdisjoint(map(ord, decomposed)):
+        if not invisible.isdisjoint(map(ord, decomposed)):
             unsure.append(code)
+        elif len(starters) > 1:
+            if may_take_part(code, decomposed, starters):
+                unsure.append(code)
         elif starters:
             by_starter.setdefault(ord(starters[0]), []).append(code)
         else:
             marks_only.append(code)
     return _Starters(by_starter, marks_only, unsure, most_marks)
+
+
+# A character whose NFKD holds two starters or more is a place of its own only when it could take
+# part in one. Why that misses none: a place (the starters of an anchor, in order) that takes in any
+# of the character's NFKD either holds all of it, or begins before it and ends inside it (so it holds
+# its first starter, and any marks before that one), or begins inside it and ends after (its last
+# starter), or lies within it. So a character whose NFKD begins with a starter, whose first and last
+# starters are none that any anchor's letter gives (under either engine's case folding), and within
+# whose NFKD the search of decomposed anchors finds nothing, is no part of any place: U+FDFA (18
+# Arabic letters and spaces) is not, U+3300 (katakana ending in the "to" of "token") is. Hangul
+# syllables stay places of their own (the pattern spells Korean anchors by their jamo).
+_HANGUL_SYLLABLES = range(0xAC00, 0xD7A4)
+
+
+def _may_take_part() -> Callable[[int, str, list[str]], bool]:
+    anchor_starters: dict[bool, set[str]] = {True: set(), False: set()}
+    for anchor, fold in _anchors():
+        for char in anchor:
+            anchor_starters[fold] |= {c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)}
+    folded = re.compile("[" + "".join(f"\\U{ord(c):08x}" for c in sorted(anchor_starters[True])) + "]", re.IGNORECASE)
+    exact = frozenset(anchor_starters[False] | anchor_starters[True])
+    try:  # RE2's case folding too, where it is installed (its orbits are not Python's)
+        import re2
+
+        folded_re2 = re2.compile("(?i:[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(anchor_starters[True])) + "])")
+    except ImportError:  # pragma: no cover - exercised where no wheel exists
+        folded_re2 = folded
+    within = re.compile(pattern(re2=False))
+
+    def anchor_letter(char: str) -> bool:
+        return char in exact or folded.fullmatch(char) is not None or folded_re2.fullmatch(char) is not None
+
+    def may_take_part(code: int, decomposed: str, starters: list[str]) -> bool:
+        return (code in _HANGUL_SYLLABLES or bool(unicodedata.combining(decomposed[0]))
+                or anchor_letter(starters[0]) or anchor_letter(starters[-1]) or within.search(decomposed) is not None)
+    return may_take_part
 
 
 @cache

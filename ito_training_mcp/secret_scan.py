@@ -24,12 +24,13 @@ JSON pointers.
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import compress, count, repeat
 from typing import Any
 
-from . import pointers
+from . import decomposed_anchors, pointers
 from .byte_facts import ByteFacts
 from .document_strings import DocumentStrings as DocumentStrings
 from .document_strings import Span as _Span
@@ -56,7 +57,7 @@ from .text_kinds import key_kinds as _key_kinds
 from .text_kinds import kinds as _kinds
 from .text_kinds import value_kinds as value_kinds
 from .text_normal import MAX_INVISIBLE_KINDS as MAX_INVISIBLE_KINDS
-from .text_normal import long_combining_run
+from .text_normal import long_combining_run, texts_found
 from .text_normal import normalize as normalize
 
 _POINTER_MAX = pointers.MAX_POINTER_CHARS
@@ -90,15 +91,17 @@ escape_pointer_token = pointers.escape_token  # one JSON-pointer reference token
 class _Progress:
     """How far the walk of one list of strings has come, over the slices it may be taken in: how
     many strings holding an anchor it checked one by one (past _MAX_SEGMENTS, rule by rule), how
-    many characters of the list come after the slice at hand, and which of the searches over the
+    many characters of the list come after the slice at hand, how long that slice became once made
+    ready, and which of the searches over the
     rest of the list (None: the search for anchored rules; a rule's index; the key-name search)
     the budget was charged for already, each once for all of that rest."""
 
-    __slots__ = ("after", "checked", "paid")
+    __slots__ = ("after", "checked", "made", "paid")
 
     def __init__(self) -> None:
         self.checked = 0
         self.after = 0
+        self.made = 0  # the length of the slice at hand made ready (in `Engine.prepare`'s units)
         self.paid: set[int | str | None] = set()
 
 
@@ -118,6 +121,7 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
     progress = _Progress() if progress is None else progress
+    progress.made = len(data)
     pos = index = counted = 0
     while len(found) < limit:
         at = next_anchor(data, pos)
@@ -223,9 +227,12 @@ def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Bu
     (normalised, cleaned) only when the walk reaches it. A bounded walk ends early, once it has
     MAX_FINDINGS strings to report or its budget is spent, and the strings after that were never
     looked at, but NFKC of text not in that form costs ten passes over it and more: 600 strings of
-    full-width anchors took 7 ms to normalise, of which the walk used the first eighty. ASCII text
-    costs nothing to make ready, and goes in one piece; so do a single string and a list holding NUL
-    (the separator). A slice ends with the string that holds its last character."""
+    full-width anchors took 7 ms to normalise, of which the walk used the first eighty. Each slice is
+    charged a pass over what it became (NFKC can make one character eighteen: U+FDFA); once the
+    budget is spent, the strings of the slices left that could hold a finding are reported
+    unexamined without being made ready (`_unexamined_where_placed`). ASCII text costs nothing to
+    make ready, and goes in one piece; so do a single string and a list holding NUL (the separator).
+    A slice ends with the string that holds its last character."""
     if len(texts) < 2:
         return _locate(engine, texts, False, memo, budget, longest, runs_checked)
     joined = "\x00".join(texts)
@@ -233,17 +240,41 @@ def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Bu
         return _locate(engine, texts, False, memo, budget, longest, runs_checked, all_text=joined)
     found: dict[int, set[str]] = {}
     progress = _Progress()
+    places = decomposed_anchors.any_form_search() if engine.searches_bytes else None
     start = at = 0  # the slice's first string, and where it starts in `joined`
     size = FIRST_SLICE
     while start < len(texts) and len(found) < MAX_FINDINGS:
         end = joined.find("\x00", at + size) if at + size < len(joined) else -1
         stop = len(texts) if end < 0 else start + joined.count("\x00", at, end) + 1
-        progress.after = max(len(joined) - end - 1, 0) if end >= 0 else 0
-        part = _locate(engine, texts[start:stop], False, memo, budget, longest, runs_checked,
-                       MAX_FINDINGS - len(found), progress)
-        found.update((start + index, kinds) for index, kinds in part.items())
+        if places is not None and budget.left is not None and budget.left <= 0:
+            _unexamined_where_placed(engine, places, joined[at:] if end < 0 else joined[at:end], start, found)
+        else:
+            progress.after = max(len(joined) - end - 1, 0) if end >= 0 else 0
+            part = _locate(engine, texts[start:stop], False, memo, budget, longest, runs_checked,
+                           MAX_FINDINGS - len(found), progress)
+            found.update((start + index, kinds) for index, kinds in part.items())
+            budget.spend(progress.made)  # the slice made ready and searched: a pass over what it became
         start, at, size = stop, end + 1, min(2 * size, LAST_SLICE)
     return found
+
+
+def _unexamined_where_placed(engine: Engine, places: Callable[[bytes, int], int], joined: str, first: int,
+                             found: dict[int, set[str]]) -> None:
+    """The budget is spent before a slice (`joined`, its strings joined by NUL, the first of them the
+    list's `first`) was made ready: each of its strings that could hold a finding is reported
+    unexamined (up to MAX_FINDINGS), without normalising any: where the search in any form finds a
+    place (every anchor its cleaning could hold, and runs of marks too long), and where an invisible
+    character stands (a string with too many kinds of them is a finding of its own)."""
+    data = joined.encode("utf-8", "surrogatepass")
+
+    def invisible(data: bytes, pos: int) -> int:
+        at = engine.invisible(data, pos, nul=False)
+        return -1 if at is None else at[0]
+
+    for index in heapq.merge(texts_found(places, data), texts_found(invisible, data)):
+        if len(found) >= MAX_FINDINGS:
+            return
+        found.setdefault(first + index, set()).add(UNEXAMINED)
 
 
 # ---------------------------------------------------------------------------- documents

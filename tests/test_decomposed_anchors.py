@@ -82,7 +82,10 @@ VARIANTS = _variants_by_starter()
 # Characters the search cannot follow (two starters or more: ligatures, fractions, Hangul syllables,
 # letters of two), one whose NFKD is invisible (a Hangul filler), and precomposed letters.
 ANY_FORM_FILLER = [*FILLER, "\ufb01", "\ufb02", "\u00bd", "\u01c5", "\uac00", "\ud55c", "\uffa0", "\u2122",
-                   "\u1ec7", "\u1ebf", "\u00f1", "\u00c5", "\u212b", "\u1e9b"]
+                   "\u1ec7", "\u1ebf", "\u00f1", "\u00c5", "\u212b", "\u1e9b",
+                   # several starters, and no place of their own (tenth round): Arabic ligatures, a
+                   # parenthesised digit, a triple prime, an Indic two-part vowel sign, a fraction
+                   "\ufdfa", "\ufdfb", "\u2474", "\u2034", "\u0bca", "\u215a", "\u3300", "\u337f"]
 
 
 @st.composite
@@ -136,6 +139,49 @@ def test_no_place_that_normalises_into_an_anchor_is_missed_in_any_form(text: str
     for too many kinds of invisible character, which the look's other search finds."""
     if shown_holds_anchor(text) and not text_normal.long_combining_run(text):
         assert found_in_any_form(text) or crowded(text), ascii(text)
+
+
+def _several_starters_no_place() -> list[str]:
+    unsure = decomposed_anchors.unsure_characters()
+    return [chr(code) for code in byte_facts.nfkd_changed() if code not in unsure
+            and len([c for c in unicodedata.normalize("NFKD", chr(code)) if not unicodedata.combining(c)]) > 1]
+
+
+def test_a_character_of_several_starters_is_a_place_unless_it_could_take_part_in_none() -> None:
+    """Checked apart from the module's own searches: a character whose NFKD holds two starters or more
+    and is no place of its own begins with a starter, has first and last starters that no anchor
+    letter gives under any case mapping, and its NFKD holds no anchor; U+FDFA is one, U+3300 is not
+    (its kana end in the "to" of "token")."""
+    letters: set[str] = set()
+    for anchor, _ in ANCHORS:
+        for char in anchor:
+            for variant in (char, char.lower(), char.upper(), char.casefold()):
+                letters |= {c for c in unicodedata.normalize("NFKD", variant) if not unicodedata.combining(c)}
+
+    def variants(char: str) -> set[str]:
+        return {*char, *char.lower(), *char.upper(), *char.casefold(), *char.title()}
+
+    engine = default_engine()
+    none_of_them = _several_starters_no_place()
+    assert "\ufdfa" in none_of_them and "\u3300" not in none_of_them and len(none_of_them) > 500
+    for char in none_of_them:
+        decomposed = unicodedata.normalize("NFKD", char)
+        starters = [c for c in decomposed if not unicodedata.combining(c)]
+        assert not unicodedata.combining(decomposed[0]), ascii(char)
+        assert not (variants(starters[0]) | variants(starters[-1])) & letters, ascii(char)
+        assert engine.next_decomposed_anchor(engine.prepare(decomposed), 0) < 0, ascii(char)
+
+
+def test_a_character_that_is_no_place_makes_no_anchor_beside_or_inside_one() -> None:
+    """Each such character before, after and inside every other anchor (as written, and in capitals),
+    in a reader's view of the text, never completes an anchor the search in any form misses."""
+    none_of_them = _several_starters_no_place()
+    for anchor, _ in ANCHORS[::3]:
+        for spelt in {anchor, anchor.upper()}:
+            for char in none_of_them:
+                for text in (char + spelt[1:], spelt[:-1] + char, spelt[:1] + char + spelt[1:]):
+                    if shown_holds_anchor(text):
+                        assert found_in_any_form(text), ascii(text)
 
 
 def test_the_search_in_any_form_is_not_vacuous() -> None:
