@@ -375,8 +375,12 @@ def hostile_inputs() -> dict[str, bytes]:
     anchor_strings = ["x " + anchor + " \u00e9" for anchor in anchors[:70]] + [" ".join(anchors) + " \u00e9"]
     for label, first, unit in (("U+FDFA x100 in each string after 71 strings of anchors", anchor_strings, "\ufdfa"),
                                ("U+FDFA x100 in each string", [], "\ufdfa"),
-                               ("U+3300 x100 in each string after 71 strings of anchors", anchor_strings, "\u3300")):
-        out[label] = _filled_list(first, unit * 100)
+                               ("U+3300 x100 in each string after 71 strings of anchors", anchor_strings, "\u3300"),
+                               # a second review's: a combining mark after each, so that each slice
+                               # is decomposed whole (NFKD) before most of it is left out
+                               ("U+FDFA x100 and a combining acute in each string after 71 strings of anchors",
+                                anchor_strings, "\ufdfa" * 25 + "\u0301")):
+        out[label] = _filled_list(first, unit * 100 if len(unit) == 1 else unit * 4)
     out["labels in Japanese, a credential name and a composing mark in each (valid)"] = _filled_labels(
         lambda n: suites(*[("パスワードではないハ\u309a評価 " * 10).strip() + str(i) for i in range(n)]))
     out["ASCII labels, 17 kinds of full-width letter each first seen far apart (valid)"] = _filled_labels(

@@ -42,8 +42,13 @@ SHORT = 1024  # characters: a text no longer than this goes to `unicodedata` (it
 WINDOW = 4096  # bytes after the first notable character whose kinds are replaced together
 
 
-def nfkc(text: str, data: bytes | None = None) -> str:
+SLOW = 8  # what `unicodedata`'s NFKC costs a character, in passes of a search over a byte of it
+
+
+def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None) -> str:
     """`unicodedata.normalize("NFKC", text)`. `data`: the UTF-8 of `text`, if the caller has it.
+    `made`, if given, gets what it cost, in bytes of search: a pass over the text made, each round,
+    or SLOW of them where `unicodedata` normalised it (a bounded caller pays for it).
 
     Unicode's quick check settles a text in NFKC at memory speed, but CPython's answers "maybe" for a
     text holding a character that may compose, and then normalises all of it to tell. So the quick
@@ -54,7 +59,7 @@ def nfkc(text: str, data: bytes | None = None) -> str:
         return text
     search = _notable_search() if len(text) > SHORT else None
     if search is None:  # a short text costs `unicodedata` little; a long one without RE2 goes there too
-        return unicodedata.normalize("NFKC", text)
+        return _slow(text, made)
     data = text.encode("utf-8", "surrogatepass") if data is None else data
     if not decomposed_anchors.composing_begun(data) and unicodedata.is_normalized("NFKC", text):
         return text
@@ -65,12 +70,21 @@ def nfkc(text: str, data: bytes | None = None) -> str:
         rounds -= 1
         replaced = _replaced(text, kinds) if len(kinds) <= left and rounds >= 0 else None
         if replaced is None:
-            return unicodedata.normalize("NFKC", text)  # the same NFKC as the text given
+            return _slow(text, made)  # the same NFKC as the text given
         left -= len(kinds)
         text = replaced
         data = text.encode("utf-8", "surrogatepass")
+        if made is not None:
+            made.append(len(data))
         at = search(data, at)  # nothing before `at` was notable, nor changed
     return text
+
+
+def _slow(text: str, made: list[int] | None) -> str:
+    normal = unicodedata.normalize("NFKC", text)
+    if made is not None and normal is not text:
+        made.append(SLOW * max(len(text), len(normal)))
+    return normal
 
 
 def _replaced(text: str, kinds: set[str] | frozenset[str]) -> str | None:

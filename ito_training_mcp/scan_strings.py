@@ -67,11 +67,12 @@ def joined(texts: list[str], found: dict[int, set[str]], bounded: bool, longest:
 
 def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget,
                      longest: int | None = None, runs_checked: bool = False,
-                     limit: int = MAX_FINDINGS, all_text: str | None = None) -> tuple[str, Any]:
+                     limit: int = MAX_FINDINGS, all_text: str | None = None,
+                     made: list[int] | None = None) -> tuple[str, Any]:
     """`joined`, with the engine's prepared form of it when making it took one (else None).
     `runs_checked`: the caller knows that no text holds too long a run of combining marks. `limit`:
     how many texts reported are enough (past them none is looked at). `all_text`: the texts joined
-    by NUL, if the caller joined them already.
+    by NUL, if the caller joined them already. `made`: as for `text_normal.nfkc_joined`.
 
     NUL is a starter that composes with nothing, so NFKC of the texts joined by it is the joined NFKC
     of each; where that holds no invisible character, it is each text's `normalize`, and where it
@@ -103,7 +104,7 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
         held = sorted({*held, *runs})
         together = [("" if i in runs else text) for i, text in enumerate(together)]
         all_text = "\x00".join(together)
-    normalized = nfkc_joined(together, all_text)
+    normalized = nfkc_joined(together, all_text, made)
     engine = default_engine()
     data = engine.prepare(normalized)
     if not held:

@@ -101,7 +101,7 @@ class _Progress:
     def __init__(self) -> None:
         self.checked = 0
         self.after = 0
-        self.made = 0  # the length of the slice at hand made ready (in `Engine.prepare`'s units)
+        self.made = 0  # the slice at hand made ready: its length, and that of the texts made on the way
         self.paid: set[int | str | None] = set()
 
 
@@ -116,12 +116,13 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
     joined by NUL, if the caller joined them.
     """
     found: dict[int, set[str]] = {}
-    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked, limit, all_text)
+    made: list[int] = []
+    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked, limit, all_text, made)
     data = engine.prepare(joined) if data is None else data
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
     progress = _Progress() if progress is None else progress
-    progress.made = len(data)
+    progress.made = len(data) + sum(made)
     pos = index = counted = 0
     while len(found) < limit:
         at = next_anchor(data, pos)

@@ -15,6 +15,7 @@ from itertools import compress, count
 from typing import Any
 
 from . import decomposed_anchors
+from . import nfkc as nfkc_module
 from .nfkc import nfkc
 from .secret_engine import Engine, default_engine
 from .secret_rules import invisible_class
@@ -270,13 +271,15 @@ def _run_of(char: Any) -> Any:
     return re.compile(re.escape(char) + "+")
 
 
-def nfkc_joined(texts: list[str], joined: str) -> str:
+def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None) -> str:
     """NFKC of `joined` (the texts joined by NUL, which holds none of them), as far as a search can
     tell: only the texts that are not ASCII are normalised, together, once (Python normalises the
     whole of a text that is not normal already, so one character to change in a mebibyte would cost
     a pass over all of it). When they are all in NFKD (text written with combining marks, whose NFKC
     costs ten times reading it), only those that could hold an anchor once normalised are: the
-    others can hold no finding and are left out (empty)."""
+    others can hold no finding and are left out (empty). `made`, if given, gets what each text this
+    makes on the way cost (an NFKD, an NFKC; see `nfkc.nfkc`), which can be many times the texts'
+    length (U+FDFA's NFKD is eighteen characters): the work a bounded caller pays for."""
     odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
     together = "\x00".join([texts[i] for i in odd])
     left_out = False
@@ -291,13 +294,15 @@ def nfkc_joined(texts: list[str], joined: str) -> str:
         # Letters composed and not: NFKC's look would normalise all of it to tell; the search runs
         # over its NFKD (NUL stays where it was), and the texts it finds are normalised as written.
         spelt = unicodedata.normalize("NFKD", together)
+        if made is not None:
+            made.append(nfkc_module.SLOW * len(spelt))
         kept, _ = _could_hold_an_anchor(odd, spelt, default_engine().prepare(spelt))
         if len(kept) < len(odd):
             position = {index: at for at, index in enumerate(odd)}
             parts = together.split("\x00")
             left_out, odd, together = True, kept, "\x00".join(parts[position[i]] for i in kept)
     # `data`, when taken, is the UTF-8 of `together` unless the texts were narrowed since
-    normal = nfkc(together, data if odd and not left_out and isinstance(data, bytes) else None)
+    normal = nfkc(together, data if odd and not left_out and isinstance(data, bytes) else None, made)
     if not left_out and normal == together:
         return joined
     normalized = [text if text.isascii() else "" for text in texts] if left_out else list(texts)

@@ -506,7 +506,7 @@ def test_the_look_in_nfkd_is_taken_only_where_it_pays() -> None:
     real = nfkc_module.nfkc
     with pytest.MonkeyPatch.context() as monkeypatch:
         for module in (text_normal, raw_look):  # the scanner's NFKC, wherever it is asked for
-            monkeypatch.setattr(module, "nfkc", lambda text, data=None: spelt.append(len(text)) or real(text, data))
+            monkeypatch.setattr(module, "nfkc", lambda text, *rest: spelt.append(len(text)) or real(text, *rest))
         settled = secret_scan._raw_text_is_clean(engine, json.dumps(mostly_ascii, ensure_ascii=False),
                                                  secret_scan._Memo(), secret_scan._Budget(None))
     assert settled == (engine.name == "re2") and spelt == ([9] if settled else [])
