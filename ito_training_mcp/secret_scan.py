@@ -91,17 +91,17 @@ escape_pointer_token = pointers.escape_token  # one JSON-pointer reference token
 class _Progress:
     """How far the walk of one list of strings has come, over the slices it may be taken in: how
     many strings holding an anchor it checked one by one (past _MAX_SEGMENTS, rule by rule), how
-    many characters of the list come after the slice at hand, how long that slice became once made
-    ready, and which of the searches over the
-    rest of the list (None: the search for anchored rules; a rule's index; the key-name search)
-    the budget was charged for already, each once for all of that rest."""
+    many characters of the list come after the slice at hand, what making that slice ready cost,
+    and which of the searches over the rest of the list (None: the search for anchored rules; a
+    rule's index; the key-name search) the budget was charged for already, each once for all of
+    that rest."""
 
     __slots__ = ("after", "checked", "made", "paid")
 
     def __init__(self) -> None:
         self.checked = 0
         self.after = 0
-        self.made = 0  # the slice at hand made ready: its length, and that of the texts made on the way
+        self.made = 0  # the slice at hand made ready: its length, and what the texts made on the way cost
         self.paid: set[int | str | None] = set()
 
 
