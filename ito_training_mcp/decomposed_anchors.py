@@ -58,7 +58,7 @@ COMPOSING: tuple[tuple[int, int], ...] = (
 
 @cache
 def _composing_search() -> Callable[[Any], bool]:
-    begun = utf8_starts(c for a, b in COMPOSING for c in range(a, b + 1))
+    begun = _composing_begun()
     python = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in COMPOSING) + "]")
     try:
         import re2  # type: ignore[import-untyped]  # no type information shipped
@@ -259,7 +259,7 @@ def unsure_characters() -> frozenset[int]:
 def any_form_search() -> Callable[[bytes, int], int] | None:
     """Where, at or after byte `pos`, UTF-8 `data` next holds a place of `any_form_pattern` (-1: none),
     in one search (~2.5 ms a mebibyte); None without RE2. Built at first use (~0.2 s, once)."""
-    return _re2_search(any_form_pattern())
+    return re2_search(any_form_pattern())
 
 
 @cache
@@ -271,10 +271,12 @@ def crowded_string_search() -> Callable[[bytes, int], int] | None:
 
     invisible = secret_rules.invisible_class(True, nul=False)
     # lazily: the match, and the search, end at the last one counted
-    return _re2_search(f'{invisible}(?:[^"]*?{invisible}){{{MAX_INVISIBLE_KINDS}}}')
+    return re2_search(f'{invisible}(?:[^"]*?{invisible}){{{MAX_INVISIBLE_KINDS}}}')
 
 
-def _re2_search(pattern: str) -> Callable[[bytes, int], int] | None:
+def re2_search(pattern: str) -> Callable[[bytes, int], int] | None:
+    """Where, at or after byte `pos`, UTF-8 `data` next holds a match of `pattern` (-1: none), RE2
+    compiled without captures; None without RE2."""
     try:
         import re2
     except ImportError:  # pragma: no cover - exercised where no wheel exists

@@ -31,7 +31,6 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 from functools import cache
-from typing import Any
 
 from . import byte_facts, decomposed_anchors
 from .invisible import re2_class, runs
@@ -127,16 +126,4 @@ def _notable() -> frozenset[str]:
 def _notable_search() -> Callable[[bytes, int], int] | None:
     """Where, at or after byte `pos`, UTF-8 `data` next holds a notable character (-1: none); None
     without RE2. Compiled at first use (~3 ms, once)."""
-    try:
-        import re2  # type: ignore[import-untyped]  # no type information shipped
-    except ImportError:  # pragma: no cover - exercised where no wheel exists
-        return None
-    options = re2.Options()
-    options.never_capture = True
-    options.max_mem = 64 << 20
-    compiled: Any = re2.compile(re2_class(runs(map(ord, _notable()))), options)
-
-    def search(data: bytes, pos: int) -> int:
-        match = compiled.search(data, pos)
-        return -1 if match is None else int(match.start())
-    return search
+    return decomposed_anchors.re2_search(re2_class(runs(map(ord, _notable()))))
