@@ -7,53 +7,68 @@ character far into the code space costs most. Measured per character: 25 ns for 
 Latin-1, Cyrillic or Devanagari, 140 ns for Chinese, 210 ns for kana. One full-width comma in a
 mebibyte of Japanese costs 70 ms that way; `sha256` and `json.loads` of the same bytes take 3 ms.
 
-Most such text changes in a few characters only (full-width punctuation, a no-break space), and its
-NFKC is then those characters replaced, which `str.replace` does at memory speed. Why that is exact:
+Most such text changes in a few places only (full-width punctuation, a no-break space, a kana with
+its voiced mark written apart), and its NFKC is then those places replaced, which `bytes.replace`
+does at memory speed. Why that is exact:
 
 - Call a character *notable* when NFKC changes it standing alone, when it is a non-starter
   (combining class other than 0), or when NFKC may compose it with the character before it
   (`decomposed_anchors.COMPOSING`). Every other character is unchanged by NFKC alone, and its NFKD
   begins with a starter that composes with nothing before it (a test checks every character).
-- NFKD works character by character, and canonical reordering and composition work within the
-  stretch from one such starter to the next. In a text without a notable character each stretch
-  is one character's NFKD, whose NFKC is the character itself: the text is in NFKC.
-- Replacing a character by its own NFKC never changes a text's NFKC: the two have the same NFKD.
+- So a text falls into *stretches*, each beginning at a character that is not notable (or at the
+  start) and running on over the notable characters after it. Canonical reordering stops at a
+  starter and composition cannot reach back past one that composes with nothing before it, so the
+  NFKC of a text is the NFKC of its stretches, one after the other. A stretch without a notable
+  character is its own NFKC.
+- Replacing any part of a text by that part's NFKC leaves the text's NFKC as it was: the two parts
+  have the same NFKD, reordering sorts each run of non-starters the same way whether a piece of it
+  was sorted before or not, and composition works on the NFKD.
 
-So the notable characters are found (a search of the UTF-8 for the first, then the kinds in a window
-of text after it), each kind that NFKC changes is replaced by its NFKC everywhere, and the search
-goes on from where it was. A non-starter or a composing character, more kinds than KINDS, or more
-windows than ROUNDS hands the text to `unicodedata`, which is exact whatever the text (a partly
-replaced text has the same NFKC). A short text, and without RE2 a long one, goes to `unicodedata`.
+So from the first notable character (a search of the UTF-8) a window of the text is read; the
+stretches in it that NFKC changes are each replaced by their NFKC wherever they occur after the
+window's start, and the window is read again; once NFKC changes none of its stretches, everything
+up to its last whole stretch is in NFKC, and the search goes on from there. Past a few passes' worth
+of work (PASSES, KINDS, STRETCHES), `unicodedata` takes what is left from the window's start, which
+is exact whatever has been replaced. A short text, and without RE2 a long one, goes to `unicodedata`.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 
 from . import byte_facts, decomposed_anchors
 from .invisible import re2_class, runs
 
-KINDS = 16  # kinds of character replaced one by one; past them, `unicodedata` (each kind costs a pass)
-ROUNDS = 3  # windows of kinds replaced, each followed by a search of the rest; past them, `unicodedata`
+WINDOW = 4096  # bytes from a notable character read together; doubled while NFKC changes nothing read
+MAX_WINDOW = 1 << 16
+MIN_WINDOW = 256  # a window with a few places to change makes the next a quarter as long, down to this
+KIND_REPLACED = 16  # kinds of character replaced one by one in all of the text (each costs a pass)
+ROUNDS = 2  # windows of kinds replaced so, each followed by a search of the rest
+KINDS = 32  # notable characters in a window past which it is normalised as a whole (a class of them is compiled)
+DENSE = 4  # places to change in a window from which its stretches are replaced in all the rest of the text
+PASSES = 6  # passes over the text (a copy, each stretch replaced) the replacing in all the rest may take
+READ_SHARE = 4  # windows read, in all, past this share of the text (and two windows): `unicodedata` takes the rest
 SHORT = 1024  # characters: a text no longer than this goes to `unicodedata` (it costs little there)
-WINDOW = 4096  # bytes after the first notable character whose kinds are replaced together
-
-
-SLOW = 8  # what `unicodedata`'s NFKC costs a character, in passes of a search over a byte of it
+# What `unicodedata`'s NFKC costs a character (of the longer of the text and its NFKC), in bytes of a
+# search (about a nanosecond each): 12 ns for ASCII with a no-break space, 50-80 ns for characters
+# NFKC changes, 150 ns for Japanese (a character of U+FDFA's eighteen: 53 ns).
+SLOW = 32
+READ = 16  # what reading a window costs a byte of it, in the same measure (decoding, sets, a search)
 
 
 def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None) -> str:
     """`unicodedata.normalize("NFKC", text)`. `data`: the UTF-8 of `text`, if the caller has it.
-    `made`, if given, gets what it cost, in bytes of search: a pass over the text made, each round,
-    or SLOW of them where `unicodedata` normalised it (a bounded caller pays for it).
+    `made`, if given, gets what it cost, in bytes of search: the bytes copied and read, SLOW passes
+    over what `unicodedata` normalised (a bounded caller pays for it). A text in NFKC is returned as
+    it is (the same object).
 
     Unicode's quick check settles a text in NFKC at memory speed, but CPython's answers "maybe" for a
     text holding a character that may compose, and then normalises all of it to tell. So the quick
     check goes first only where the bytes show that no such character can be there; otherwise the
-    search for notable characters goes first, which finds one and hands the text to `unicodedata`
-    once (or finds none: the text is in NFKC)."""
+    stretches are looked at (`_stretched`)."""
     if text.isascii():
         return text
     search = _notable_search() if len(text) > SHORT else None
@@ -62,14 +77,14 @@ def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None) ->
     data = text.encode("utf-8", "surrogatepass") if data is None else data
     if not decomposed_anchors.composing_begun(data) and unicodedata.is_normalized("NFKC", text):
         return text
-    left, rounds = KINDS, ROUNDS
+    left, rounds = KIND_REPLACED, ROUNDS
     at = search(data, 0)
     while at >= 0:
-        kinds = _notable().intersection(data[at:at + WINDOW].decode("utf-8", "ignore"))
+        kinds = notable().intersection(data[at:at + WINDOW].decode("utf-8", "ignore"))
         rounds -= 1
         replaced = _replaced(text, kinds) if len(kinds) <= left and rounds >= 0 else None
         if replaced is None:
-            return _slow(text, made)  # the same NFKC as the text given
+            return _stretched(text, data, search, made, at)
         left -= len(kinds)
         text = replaced
         data = text.encode("utf-8", "surrogatepass")
@@ -77,6 +92,127 @@ def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None) ->
             made.append(len(data))
         at = search(data, at)  # nothing before `at` was notable, nor changed
     return text
+
+
+def is_nfkc(text: str, data: bytes | None = None) -> bool:
+    """Is `text` in NFKC? Unicode's quick check, unless the bytes show a character that may compose
+    (CPython's check would normalise all of the text to tell): then not if it holds a character NFKC
+    changes standing alone (NFKC never makes one), else `nfkc`, which returns the text itself when it
+    is."""
+    if text.isascii():
+        return True
+    search = _notable_search() if len(text) > SHORT else None
+    data = text.encode("utf-8", "surrogatepass") if data is None and search is not None else data
+    if search is None or data is None or not decomposed_anchors.composing_begun(data):
+        return unicodedata.is_normalized("NFKC", text)
+    changed = _changed_search()
+    return not (changed is not None and changed(data, 0) >= 0) and nfkc(text, data) is text
+
+
+def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
+               pos: int) -> str:
+    """NFKC a window at a time, as the module's docstring shows. `done` holds what is in NFKC
+    already, and `data[base:pos]` follows it, free of notable characters; a stretch begins at `pos`.
+
+    From the next notable character, a window of whole stretches is read:
+    - each of its notable characters is one NFKC changes alone into characters that are not: they
+      are replaced in the window (the next is a quarter as long when they were few, else twice);
+    - NFKC changes none of its stretches: it is passed (the next window is twice as long);
+    - NFKC changes its stretches in DENSE places or more: they are replaced wherever they occur from
+      the window on, and the window is read again (PASSES passes over the text in all: a voiced mark
+      written apart throughout Japanese costs one);
+    - else the stretches from the first NFKC changes to the last are normalised on their own.
+    Past READ_SHARE of the text read, or a window of more than KINDS notable characters or without a
+    whole stretch, `unicodedata` takes the rest."""
+    done: list[bytes] = []
+    base = 0
+    window, copied, read = WINDOW, 0, 0
+    copies, reads = PASSES * len(data), len(data) // READ_SHARE + 2 * MAX_WINDOW
+    notables = notable()
+    known: dict[str, str] = {}
+    while (at := search(data, pos)) >= 0:
+        if at == 0 and done:  # what was replaced begins with a notable character, which may reach back
+            return _slow(_text(b"".join(done) + data), made)
+        start = at if at == 0 else _char_start(data, at - 1)  # the character before it is not notable
+        end = min(len(data), at + window)
+        while end < len(data) and 0x80 <= data[end] < 0xC0:
+            end -= 1
+        piece = _text(data[start:end])
+        if end < len(data):  # a stretch that goes on past the window is left for the next
+            last = len(piece) - 1
+            while last > 0 and piece[last] in notables:
+                last -= 1
+            piece = piece[:last]
+        read += end - start
+        kinds = notables.intersection(piece)
+        if not piece or read > reads or len(kinds) > KINDS:
+            break
+        size = len(_utf8(piece))
+        simple = _replaced(piece, kinds)
+        if simple is not None:
+            done += (data[base:start], _utf8(simple))
+            base = pos = start + size
+            few = sum(map(piece.count, kinds)) < DENSE
+            window = max(window // 4, MIN_WINDOW) if few else min(2 * window, MAX_WINDOW)
+            continue
+        stretches = set(_stretch_pattern(frozenset(kinds), at == 0).findall(piece))
+        for stretch in stretches.difference(known):
+            known[stretch] = unicodedata.normalize("NFKC", stretch)
+        changes = sorted((s for s in stretches if known[s] != s), key=len, reverse=True)
+        if not changes:
+            pos, window = start + size, min(2 * window, MAX_WINDOW)
+            continue
+        cost = (len(changes) + 1) * (len(data) - start)  # a copy of the rest, and a pass for each
+        if sum(map(piece.count, changes)) >= DENSE and copied + cost <= copies:
+            rest = data[start:]
+            for stretch in changes:
+                rest = rest.replace(_utf8(stretch), _utf8(known[stretch]))
+            copied += cost
+            done.append(data[base:start])
+            data, base, pos = rest, 0, 0
+            continue
+        first = min(piece.find(stretch) for stretch in changes)
+        last = max(piece.rfind(stretch) + len(stretch) for stretch in changes)
+        while last < len(piece) and piece[last] in notables:
+            last += 1
+        done += (data[base:start], _utf8(piece[:first]), _utf8(unicodedata.normalize("NFKC", piece[first:last])),
+                 _utf8(piece[last:]))
+        base = pos = start + size
+        window = max(window // 4, MIN_WINDOW)
+    else:
+        start = len(data)
+    if made is not None and copied + read:
+        made.append(copied + READ * read)
+    if not done and start == len(data):
+        return text
+    # what is in `done`, and the bytes up to `start`, are in NFKC, and a stretch begins at `start`
+    done.append(data[base:start])
+    head = _text(b"".join(done))
+    return head if start == len(data) else head + _slow(_text(data[start:]), made)
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def _char_start(data: bytes, index: int) -> int:
+    """Where the UTF-8 character holding byte `index` begins."""
+    while index > 0 and 0x80 <= data[index] < 0xC0:
+        index -= 1
+    return index
+
+
+@lru_cache(maxsize=256)
+def _stretch_pattern(kinds: frozenset[str], at_start: bool) -> re.Pattern[str]:
+    """A stretch, in text whose notable characters are `kinds`: a run of them with the character
+    before it (scanning from the left, the first character a run can follow is the one just before
+    it, which is not notable), or without one at the start of the text."""
+    chars = "".join(sorted(kinds))
+    return re.compile(f"(?s)^[{chars}]+|.[{chars}]+" if at_start else f"(?s).[{chars}]+")
 
 
 def _slow(text: str, made: list[int] | None) -> str:
@@ -118,7 +254,8 @@ def _held() -> frozenset[int]:
 
 
 @cache
-def _notable() -> frozenset[str]:
+def notable() -> frozenset[str]:
+    """The notable characters (the module's docstring says which)."""
     return frozenset(map(chr, (*byte_facts.nfkc_changed(), *_held())))
 
 
@@ -126,4 +263,10 @@ def _notable() -> frozenset[str]:
 def _notable_search() -> Callable[[bytes, int], int] | None:
     """Where, at or after byte `pos`, UTF-8 `data` next holds a notable character (-1: none); None
     without RE2. Compiled at first use (~3 ms, once)."""
-    return decomposed_anchors.re2_search(re2_class(runs(map(ord, _notable()))))
+    return decomposed_anchors.re2_search(re2_class(runs(map(ord, notable()))))
+
+
+@cache
+def _changed_search() -> Callable[[bytes, int], int] | None:
+    """Where UTF-8 `data` next holds a character NFKC changes standing alone; None without RE2."""
+    return decomposed_anchors.re2_search(re2_class(runs(byte_facts.nfkc_changed())))

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import decomposed_anchors
 from .byte_facts import ByteFacts
-from .nfkc import nfkc
+from .nfkc import is_nfkc, nfkc
 from .scan_strings import Budget, separator
 from .secret_engine import Engine, default_engine
 from .text_kinds import MAX_SEGMENTS, Memo, kinds
@@ -70,12 +70,13 @@ def text_is_clean(engine: Engine, text: str, memo: Memo, budget: Budget, runs_ch
     elif not ascii_only:
         # The facts, when given, settle either form at once where Unicode's quick check would.
         # Otherwise: NFKD's look is cheap whatever the text. A text in NFKD is in NFKC too unless it
-        # holds a character that may compose (a look at its bytes, then at most one search): NFKC's
-        # own look would normalise all of it to tell.
+        # holds a character that may compose (a look at its bytes, then at most one search). NFKC's
+        # look is `nfkc.is_nfkc`: CPython's own would normalise all of a text that may compose.
         in_nfkd = (facts is not None and not facts.nfkd_unsure) or unicodedata.is_normalized("NFKD", text)
         decomposed = in_nfkd and (decomposed_anchors.may_compose(data) if facts is None else facts.composing)
+        utf8 = data if isinstance(data, bytes) else None
         neither = not in_nfkd and not ((facts is not None and not facts.nfkc_unsure) or (
-            not decomposed_anchors.holds_latin_marks(data) and unicodedata.is_normalized("NFKC", text)))
+            not decomposed_anchors.holds_latin_marks(data) and is_nfkc(text, utf8)))
         if neither:
             # Neither form (a no-break space in an ASCII manifest, full-width forms, letters composed
             # and not): searched as it stands for the places where the NFKC of a string could hold an

@@ -7,12 +7,11 @@ scanner's searches (secret_scan.py), which take the joined text this module make
 from __future__ import annotations
 
 import heapq
-import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
 from . import decomposed_anchors
-from .nfkc import nfkc
+from .nfkc import is_nfkc, nfkc
 from .secret_engine import Engine, default_engine
 from .text_normal import (
     long_combining_run,
@@ -120,7 +119,9 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
 
 
 # Cleaning one string on its own is charged to a bounded scan's budget as searching its length and
-# this many bytes more (its calls cost about as much as searching several kilobytes), but for the
+# this many bytes more (its calls cost about as much as searching several kilobytes), with what its
+# normalisation cost (`text_normal.normalize`'s `made`: a string of a thousand characters NFKC
+# changes costs a hundred microseconds, as much as searching a hundred kilobytes), but for the
 # first ones in a document no longer than BOUNDED_FLOOR: FREE_CLEANINGS, and one more for every 512
 # bytes it is shorter. A small document is never cut short for its cleaning (attacker reviews: 40
 # and then 97 strings of a 2 KB document went `unexamined`; 2 KB get 572 free, more strings than
@@ -162,11 +163,12 @@ def _each_held(engine: Engine, parts: list[str], data: Any, held: list[int], fou
         elif bounded and len(text) > LONG_STRING:
             cleaned = _clean_long(text, runs_checked)
         elif budget.free_cleanings or budget.affords(len(text) + CLEANING_CHARGE):
-            cleaned = normalize(text, runs_checked=runs_checked or index not in held_at)
+            made: list[int] = []
+            cleaned = normalize(text, runs_checked=runs_checked or index not in held_at, made=made)
             if budget.free_cleanings:
                 budget.free_cleanings -= 1
             else:
-                budget.spend(len(text) + CLEANING_CHARGE)
+                budget.spend(len(text) + CLEANING_CHARGE + sum(made))
         else:
             cleaned = _UNCLEANED
         if cleaned is None or cleaned is _UNCLEANED:
@@ -205,7 +207,7 @@ def _clean_long(text: str, runs_checked: bool = False) -> str:
     if any_form is not None:
         if any_form(data, 0) < 0:
             return text
-        if not unicodedata.is_normalized("NFKC", text):
+        if not is_nfkc(text, data if isinstance(data, bytes) else None):
             return _UNCLEANED
     normalized = nfkc(text, data if isinstance(data, bytes) else None)
     if normalized is not text and engine.invisible(engine.prepare(normalized), 0) is not None:

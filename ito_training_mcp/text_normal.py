@@ -16,6 +16,7 @@ from typing import Any
 
 from . import decomposed_anchors
 from . import nfkc as nfkc_module
+from .invisible import re2_class, runs
 from .nfkc import nfkc
 from .secret_engine import Engine, default_engine
 from .secret_rules import invisible_class
@@ -25,20 +26,22 @@ from .secret_rules import invisible_class
 MAX_INVISIBLE_KINDS = 12
 
 
-def normalize(text: str, *, runs_checked: bool = False, data: bytes | None = None) -> str | None:
+def normalize(text: str, *, runs_checked: bool = False, data: bytes | None = None,
+              made: list[int] | None = None) -> str | None:
     """NFKC, then without format characters (Cf) and other invisible ones: what a reader would see.
 
     None when the text holds more kinds of invisible character than any legitimate text needs.
-    `data`: the UTF-8 of `text`, if the caller has it.
+    `data`: the UTF-8 of `text`, if the caller has it. `made`, if given, gets what normalising cost,
+    in bytes of search (`nfkc.nfkc`'s measure): a bounded caller pays for it.
     """
     if text.isascii():
         return text.replace("\x00", "") if "\x00" in text else text
     if not runs_checked and long_combining_run(text):
         return None  # NFKC would take time quadratic in the run, and no reader can tell what it shows
-    text = nfkc(text, data)
+    text = nfkc(text, data, made)
     if len(text) <= _SHORT_TEXT:
-        return without_invisible(text)
-    return without_invisible_by_search(text)
+        return without_invisible(text, made)
+    return without_invisible_by_search(text, made=made)
 
 
 _SHORT_TEXT = 4096
@@ -153,13 +156,14 @@ def long_run_texts(joined: str, limit: int) -> list[int]:
 _INVISIBLE = re.compile(invisible_class(False))
 
 
-def without_invisible(text: str) -> str | None:
+def without_invisible(text: str, made: list[int] | None = None) -> str | None:
     """`normalize`'s cleaning of a short NFKC text: one search and one removal per kind of invisible
     character it holds (a string of sixty-four zero-width spaces costs two searches, not sixty-four),
     None past MAX_INVISIBLE_KINDS kinds."""
     found = _INVISIBLE.search(text)
     if found is None:
         return text
+    joins = _invisible_before_notable(text)
     kinds = 0
     while found is not None:
         kinds += 1
@@ -167,10 +171,11 @@ def without_invisible(text: str) -> str | None:
             return None
         text = text.replace(found.group(), "")
         found = _INVISIBLE.search(text, found.start())  # nothing before it was invisible
-    return _renormalized(text)
+    return _renormalized(text, made, joins)
 
 
-def without_invisible_by_search(text: str, *, nul: bool = True, data: Any = None) -> str | None:
+def without_invisible_by_search(text: str, *, nul: bool = True, data: Any = None,
+                                made: list[int] | None = None) -> str | None:
     """The same for a long text: which kinds it holds, then each removed (a text of a mebibyte is not
     taken apart character by character, nor copied once per kind when it holds too many). Where the
     first one found makes up most of the text, it is removed first and the rest looked for in what
@@ -182,6 +187,7 @@ def without_invisible_by_search(text: str, *, nul: bool = True, data: Any = None
     first = engine.invisible(data, 0, nul=nul)
     if first is None:
         return text
+    joins = _invisible_before_notable(text, data)
     removed: list[str] = []
     char = _decoded(data[first[0]:first[1]])
     if 2 * text.count(char) > len(text):
@@ -196,7 +202,7 @@ def without_invisible_by_search(text: str, *, nul: bool = True, data: Any = None
         return None
     for char in kinds:
         text = _removed(text, char)
-    return _renormalized(text)
+    return _renormalized(text, made, joins)
 
 
 def few_invisible_kinds(data: Any, limit: int = MAX_INVISIBLE_KINDS, *, ahead_only: bool = False) -> bool | None:
@@ -242,13 +248,49 @@ def _decoded(char: Any) -> str:
     return char.decode("utf-8", "surrogatepass") if isinstance(char, bytes) else str(char)
 
 
-def _renormalized(text: str) -> str | None:
+_JOINS_ASKED = 256  # characters: a shorter text is normalised again (at most ~50 us) rather than asked
+
+
+def _invisible_before_notable(text: str, data: Any = None) -> bool | None:
+    """Does an invisible character in `text` (NFKC) stand just before a character that is notable
+    to NFKC (`nfkc.py`: a non-starter, one that may compose with the one before, or one NFKC
+    changes)? Only then can removing the invisible ones change the text's NFKC, or bring two runs of
+    combining marks together: no invisible character is notable itself (a test checks), so
+    otherwise the text splits into the same stretches with and without them, each in NFKC already.
+    None (not asked) for a text shorter than _JOINS_ASKED, whose NFKC costs less than the asking;
+    when the bytes show no character that may compose (Unicode's quick check then settles the text
+    after removal at once); and without RE2. `data`: the engine's prepared `text`."""
+    search = _invisible_then_notable()
+    if search is None or len(text) < _JOINS_ASKED:
+        return None
+    data = data if isinstance(data, bytes) else text.encode("utf-8", "surrogatepass")
+    if not decomposed_anchors.composing_begun(data):
+        return None
+    return search(data, 0) >= 0
+
+
+@functools.cache
+def _invisible_then_notable() -> Callable[[bytes, int], int] | None:
+    return decomposed_anchors.re2_search(invisible_class(True) + re2_class(runs(map(ord, nfkc_module.notable()))))
+
+
+def _renormalized(text: str, made: list[int] | None = None, joins: bool | None = None) -> str | None:
     """NFKC again once invisible characters are out: removing one can bring two composable characters
     together, and two runs of combining marks too. A run too long then is reported (None), as before
     removal (an attacker review: runs of twenty marks between zero-width spaces, 84,000 characters,
-    took NFKC 7 s). The text was in NFKC before the removal, and almost always still is: Unicode's
-    quick check (`unicodedata`'s first look) settles that best."""
-    return None if long_combining_run(text) else unicodedata.normalize("NFKC", text)
+    took NFKC 7 s); so is one NFKC made longer (U+0344 is two marks). The text was in NFKC before the
+    removal, and stays so unless `joins` (`_invisible_before_notable`; None: not asked). Unicode's
+    quick check settles most texts at once, but CPython's answers "maybe" for a character that may
+    compose, and then normalises the whole text (a thousand characters NFKC changes, each string of
+    a list after a NUL, cost a hundred microseconds each): that is what `joins` spares, and what
+    `made` is charged for."""
+    if long_combining_run(text):
+        return None
+    if joins is False:  # no invisible character stood before a notable one (`_invisible_before_notable`)
+        return text
+    if made is not None:
+        made.append(nfkc_module.SLOW * len(text))
+    return unicodedata.normalize("NFKC", text)
 
 
 def _removed(text: str, char: str) -> str:

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import manifest, secret_engine, secret_scan, text_normal
+from ito_training_mcp import manifest, scan_strings, secret_engine, secret_scan, text_normal
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
 from ito_training_mcp.secret_rules import KEY_NAME_STEMS, RULES
@@ -328,6 +328,25 @@ def test_a_bounded_walk_pays_for_what_normalising_makes(tail: str, monkeypatch: 
     assert findings and {f.kind for f in findings} == {UNEXAMINED}
     assert sum(made) < 18 * 100 * 3000 // 4  # the U+FDFA strings, all of them made, would be 5.4 million
     assert all(int(f.pointer.rsplit("/", 1)[1]) < len(anchors) for f in findings)  # U+FDFA is no place
+
+
+def test_cleaning_a_string_on_its_own_is_charged_what_normalising_it_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the benchmark: strings of a refused list, each NUL and a thousand characters NFKC changes,
+    are cleaned one by one (NUL is the walk's separator); each cost a hundred microseconds and was
+    charged as searching nine kilobytes, so the budget paid for all of them (20x the baseline). Each
+    is charged what its NFKC cost now, and the budget stops the cleaning well before the end."""
+    changed = [chr(c) for c in range(0xA0, 0x30000) if unicodedata.decomposition(chr(c))
+               and unicodedata.normalize("NFKC", chr(c)) != chr(c)
+               and unicodedata.normalize("NFKC", chr(c)).isprintable()][:1000]
+    document = {"notes": ["\x00" + "".join(random.Random(i).sample(changed, len(changed))) for i in range(300)]}
+    text = json.dumps(document, ensure_ascii=False)
+    secret_scan.scan(document, source=text, bounded=True)  # the tables built before counting
+    cleaned: list[int] = []
+    real = scan_strings.normalize
+    monkeypatch.setattr(scan_strings, "normalize", lambda t, **kw: cleaned.append(len(t)) or real(t, **kw))
+    findings = secret_scan.scan(document, source=text, bounded=True)
+    assert findings and {f.kind for f in findings} == {UNEXAMINED}
+    assert len(cleaned) < len(document["notes"]) // 8  # charged as searching only, 127 were
 
 
 slice_strings = st.one_of(

@@ -185,13 +185,47 @@ def test_kinds_found_run_by_run_or_in_one_pass_clean_alike(runs: list[tuple[int,
     """A long text's kinds are found run by run for a few steps, else in one pass; one kind that makes
     up most of the text goes first. Whichever way, the text is cleaned as character by character,
     or refused for the same number of kinds."""
-    text = "\u0301".join(_POOL[kind * spread % len(_POOL)] * length + filler for kind, length, filler in runs)
+    # NFKC, as the cleaning's texts are (a filler "e" and the acute after it make one character)
+    text = __import__("unicodedata").normalize("NFKC", "\u0301".join(
+        _POOL[kind * spread % len(_POOL)] * length + filler for kind, length, filler in runs))
     kinds = {c for c in text if c in _POOL and (nul or c != "\x00")}
     expected = None if len(kinds) > text_normal.MAX_INVISIBLE_KINDS else __import__("unicodedata").normalize(
         "NFKC", "".join(c for c in text if c not in kinds))
     if not kinds:
         expected = text
     assert text_normal.without_invisible_by_search(text, nul=nul) == expected
+
+
+def test_no_invisible_character_is_notable_to_nfkc() -> None:
+    """The cleaning's premise for not normalising again (`text_normal._invisible_before_notable`):
+    an invisible character is a starter NFKC leaves alone and that composes with nothing before it,
+    so removing it from a text in NFKC changes nothing unless a notable character stood after it."""
+    from ito_training_mcp import nfkc
+    from ito_training_mcp.secret_rules import INVISIBLE_RANGES
+
+    notable = nfkc.notable()
+    assert not [hex(c) for low, high in INVISIBLE_RANGES for c in range(low, high + 1) if chr(c) in notable]
+
+
+_AROUND = [*"ae ", "\u00e9", "\u0301", "\u0327", "\u1100", "\u1161", "\u11a8", "\u30cf", "\u309a", "\u093c",
+           "\u0915", "\u0344", "\uff41", "\u00a0"]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(_POOL[:-1] + _AROUND), min_size=1, max_size=40), st.booleans())
+def test_removing_invisible_characters_normalises_again_only_where_it_must(chars: list[str], long: bool) -> None:
+    """Each text in NFKC, cleaned short and long, is what removing them and normalising again gives."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", "".join(chars))
+    removed = "".join(c for c in text if c not in _POOL)
+    kinds = {c for c in text if c in _POOL}
+    expected = None if len(kinds) > text_normal.MAX_INVISIBLE_KINDS or text_normal.long_combining_run(removed) \
+        else unicodedata.normalize("NFKC", removed)
+    if long:
+        assert text_normal.without_invisible_by_search(text) == (text if not kinds else expected)
+    else:
+        assert text_normal.without_invisible(text) == (text if not kinds else expected)
 
 
 def test_the_look_ahead_takes_a_run_at_once() -> None:
