@@ -38,6 +38,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from functools import cache, lru_cache
+from typing import overload
 
 from . import byte_facts, decomposed_anchors
 from .invisible import re2_class, runs
@@ -106,11 +107,23 @@ def is_nfkc(text: str, data: bytes | None = None) -> bool:
     if search is None or data is None or not decomposed_anchors.composing_begun(data):
         return unicodedata.is_normalized("NFKC", text)
     changed = _changed_search()
-    return not (changed is not None and changed(data, 0) >= 0) and nfkc(text, data) is text
+    if changed is None or changed(data, 0) >= 0:
+        return changed is None and unicodedata.is_normalized("NFKC", text)
+    return _stretched(text, data, search, None, 0, check=True) is text
+
+
+@overload
+def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
+               pos: int) -> str: ...
+
+
+@overload
+def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
+               pos: int, check: bool) -> str | None: ...
 
 
 def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
-               pos: int) -> str:
+               pos: int, check: bool = False) -> str | None:
     """NFKC a window at a time, as the module's docstring shows. `done` holds what is in NFKC
     already, and `data[base:pos]` follows it, free of notable characters; a stretch begins at `pos`.
 
@@ -123,13 +136,15 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
       written apart throughout Japanese costs one);
     - else the stretches from the first NFKC changes to the last are normalised on their own.
     Past READ_SHARE of the text read, or a window of more than KINDS notable characters or without a
-    whole stretch, `unicodedata` takes the rest."""
+    whole stretch, `unicodedata` takes the rest. `check`: only whether the text is in NFKC is asked,
+    and the first change found answers it (None), as does Unicode's check of the rest."""
     done: list[bytes] = []
     base = 0
     window, copied, read = WINDOW, 0, 0
     copies, reads = PASSES * len(data), len(data) // READ_SHARE + 2 * MAX_WINDOW
     notables = notable()
     known: dict[str, str] = {}
+    settled: set[str] = set()  # stretches found whole in windows NFKC changed nothing of
     while (at := search(data, pos)) >= 0:
         if at == 0 and done:  # what was replaced begins with a notable character, which may reach back
             return _slow(_text(b"".join(done) + data), made)
@@ -149,6 +164,8 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
             break
         size = len(_utf8(piece))
         simple = _replaced(piece, kinds)
+        if check and simple is not None and simple != piece:
+            return None
         if simple is not None:
             done += (data[base:start], _utf8(simple))
             base = pos = start + size
@@ -159,8 +176,15 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
         for stretch in stretches.difference(known):
             known[stretch] = unicodedata.normalize("NFKC", stretch)
         changes = sorted((s for s in stretches if known[s] != s), key=len, reverse=True)
+        if check and changes:
+            return None
         if not changes:
             pos, window = start + size, min(2 * window, MAX_WINDOW)
+            settled.update(stretches)
+            cost = (len(settled) + 1) * (len(data) - pos)
+            if copied + cost <= copies and _FILLER not in {stretch[0] for stretch in settled}:
+                copied += cost
+                pos = _past_settled(data, pos, settled, search, notables)
             continue
         cost = (len(changes) + 1) * (len(data) - start)  # a copy of the rest, and a pass for each
         if sum(map(piece.count, changes)) >= DENSE and copied + cost <= copies:
@@ -170,6 +194,10 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
             copied += cost
             done.append(data[base:start])
             data, base, pos = rest, 0, 0
+            # passes and reads over what the text became (NFKC makes a character eighteen at most, and
+            # what it made is not made again): `unicodedata` would take that much longer too
+            copies = max(copies, PASSES * len(data))
+            reads = max(reads, len(data) // READ_SHARE + 2 * MAX_WINDOW)
             continue
         first = min(piece.find(stretch) for stretch in changes)
         last = max(piece.rfind(stretch) + len(stretch) for stretch in changes)
@@ -185,10 +213,45 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
         made.append(copied + READ * read)
     if not done and start == len(data):
         return text
+    if check:  # nothing changed up to `start`, in NFKC, where a stretch begins
+        return text if unicodedata.is_normalized("NFKC", _text(data[start:])) else None
     # what is in `done`, and the bytes up to `start`, are in NFKC, and a stretch begins at `start`
     done.append(data[base:start])
     head = _text(b"".join(done))
-    return head if start == len(data) else head + _slow(_text(data[start:]), made)
+    if start == len(data):
+        return head
+    rest = _text(data[start:])
+    normal = _slow(rest, made)
+    return text if len(done) == 1 and normal == rest else head + normal  # (nothing changed: the text itself)
+
+
+_FILLER = "\x01"  # what a stretch known to be in NFKC is overwritten with where `_past_settled` looks
+
+
+def _past_settled(data: bytes, pos: int, settled: set[str], search: Callable[[bytes, int], int],
+                  notables: frozenset[str]) -> int:
+    """Where the first stretch from `pos` on (a stretch begins there) that is not one of `settled`
+    (each in NFKC) begins, or the end of `data`: found by one search of a copy of the rest in which
+    each of them is overwritten, byte for byte, with _FILLER (no stretch of them begins with it, and
+    it is not notable). A notable character left in the copy belongs to a stretch that is not one of
+    them: either one standing apart, or the longer stretch that an occurrence of one of them began;
+    so the stretch holding it begins at the last character before it, in `data`, that is not
+    notable, and everything before that is characters that are not notable and whole stretches of
+    `settled`. Costs a pass over the rest for each of them, and one search."""
+    rest = data[pos:]
+    for stretch in settled:
+        encoded = _utf8(stretch)
+        rest = rest.replace(encoded, _FILLER.encode() * len(encoded))
+    at = search(rest, 0)
+    if at < 0:
+        return len(data)
+    at += pos
+    while at > pos:
+        before = _char_start(data, at - 1)
+        if _text(data[before:at]) not in notables:
+            return before
+        at = before
+    return at
 
 
 def _utf8(text: str) -> bytes:

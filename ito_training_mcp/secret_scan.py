@@ -223,7 +223,7 @@ LAST_SLICE = 1 << 17  # each next slice holds twice as many, up to this many
 
 
 def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Budget, longest: int | None,
-                      runs_checked: bool) -> dict[int, set[str]]:
+                      runs_checked: bool, invisible_free: bool = False) -> dict[int, set[str]]:
     """`_locate` of the values in a bounded scan, a slice of them at a time, in order: each made ready
     (normalised, cleaned) only when the walk reaches it. A bounded walk ends early, once it has
     MAX_FINDINGS strings to report or its budget is spent, and the strings after that were never
@@ -233,7 +233,8 @@ def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Bu
     budget is spent, the strings of the slices left that could hold a finding are reported
     unexamined without being made ready (`_unexamined_where_placed`). ASCII text costs nothing to
     make ready, and goes in one piece; so do a single string and a list holding NUL (the separator).
-    A slice ends with the string that holds its last character."""
+    A slice ends with the string that holds its last character. `invisible_free`: the caller knows
+    that no string holds an invisible character (spared a search of the slices left)."""
     if len(texts) < 2:
         return _locate(engine, texts, False, memo, budget, longest, runs_checked)
     joined = "\x00".join(texts)
@@ -248,7 +249,8 @@ def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Bu
         end = joined.find("\x00", at + size) if at + size < len(joined) else -1
         stop = len(texts) if end < 0 else start + joined.count("\x00", at, end) + 1
         if places is not None and budget.left is not None and budget.left <= 0:
-            _unexamined_where_placed(engine, places, joined[at:] if end < 0 else joined[at:end], start, found)
+            _unexamined_where_placed(engine, places, joined[at:] if end < 0 else joined[at:end], start, found,
+                                     invisible_free)
         else:
             progress.after = max(len(joined) - end - 1, 0) if end >= 0 else 0
             part = _locate(engine, texts[start:stop], False, memo, budget, longest, runs_checked,
@@ -260,7 +262,7 @@ def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Bu
 
 
 def _unexamined_where_placed(engine: Engine, places: Callable[[bytes, int], int], joined: str, first: int,
-                             found: dict[int, set[str]]) -> None:
+                             found: dict[int, set[str]], invisible_free: bool = False) -> None:
     """The budget is spent before a slice (`joined`, its strings joined by NUL, the first of them the
     list's `first`) was made ready: each of its strings that could hold a finding is reported
     unexamined (up to MAX_FINDINGS), without normalising any: where the search in any form finds a
@@ -272,7 +274,9 @@ def _unexamined_where_placed(engine: Engine, places: Callable[[bytes, int], int]
         at = engine.invisible(data, pos, nul=False)
         return -1 if at is None else at[0]
 
-    for index in heapq.merge(texts_found(places, data), texts_found(invisible, data)):
+    held = () if invisible_free else texts_found(invisible, data)  # (a search of 2 ns a byte where
+    # most characters share a first byte with an invisible one: U+FDFA's with U+FEFF)
+    for index in heapq.merge(texts_found(places, data), held):
         if len(found) >= MAX_FINDINGS:
             return
         found.setdefault(first + index, set()).add(UNEXAMINED)
@@ -414,7 +418,9 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     keys, values = strings.get()
     key_found = _locate(engine, keys, True, memo, budget, runs_checked=runs_checked)
     key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
-    value_found = (_locate_in_slices(engine, values, memo, budget, strings.longest_value_bound(), runs_checked)
+    invisible_free = source_invisible_free and source is not None and "\\" not in text  # no escape makes one
+    value_found = (_locate_in_slices(engine, values, memo, budget, strings.longest_value_bound(), runs_checked,
+                                     invisible_free)
                    if bounded else _locate(engine, values, False, memo, budget, None, runs_checked))
     if not key_kinds and not value_found:
         return []

@@ -330,6 +330,28 @@ def test_a_bounded_walk_pays_for_what_normalising_makes(tail: str, monkeypatch: 
     assert all(int(f.pointer.rsplit("/", 1)[1]) < len(anchors) for f in findings)  # U+FDFA is no place
 
 
+def test_the_strings_left_are_not_searched_for_invisible_characters_the_source_cannot_hold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the budget is spent, the strings left are reported where a place or an invisible character
+    stands. The manifest gate knows when the bytes hold no invisible character (its character rule
+    looks first); without escapes no string does then, and the search for them (2 ns a byte where
+    most characters begin as one does: U+FDFA's bytes as U+FEFF's) is spared. The answer is the same."""
+    anchors = ["x " + anchor + " \u00e9" for anchor in ANCHORS[:70]] + [" ".join(ANCHORS) + " \u00e9"]
+    document = {"notes": [*anchors, *["\ufdfa" * 100] * 3000]}
+    text = json.dumps(document, ensure_ascii=False)
+    expected = secret_scan.scan(document, source=text, bounded=True)
+    assert expected and {f.kind for f in expected} == {UNEXAMINED}
+    searched: list[str] = []  # the searches run over the strings left
+    real = secret_scan.texts_found
+    monkeypatch.setattr(secret_scan, "texts_found", lambda search, data: searched.append(search.__name__)
+                        or real(search, data))
+    assert secret_scan.scan(document, source=text, bounded=True, source_invisible_free=True) == expected
+    assert "invisible" not in searched and searched
+    searched.clear()
+    assert secret_scan.scan(document, source=text, bounded=True) == expected
+    assert "invisible" in searched
+
+
 def test_cleaning_a_string_on_its_own_is_charged_what_normalising_it_cost(monkeypatch: pytest.MonkeyPatch) -> None:
     """From the benchmark: strings of a refused list, each NUL and a thousand characters NFKC changes,
     are cleaned one by one (NUL is the walk's separator); each cost a hundred microseconds and was
