@@ -220,9 +220,9 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
     head = _text(b"".join(done))
     if start == len(data):
         return head
-    rest = _text(data[start:])
-    normal = _slow(rest, made)
-    return text if len(done) == 1 and normal == rest else head + normal  # (nothing changed: the text itself)
+    left = _text(data[start:])
+    normal = _slow(left, made)
+    return text if len(done) == 1 and normal == left else head + normal  # (nothing changed: the text itself)
 
 
 _FILLER = "\x01"  # what a stretch known to be in NFKC is overwritten with where `_past_settled` looks
