@@ -356,7 +356,10 @@ def hostile_inputs() -> dict[str, bytes]:
                         "日本語の評価データセット，第一版（改訂） "),
                        ("labels in Japanese, a credential name in each (valid)", "パスワードではない，評価 "),
                        ("labels in Chinese, full-width comma and 'tokenizer' in each (valid)",
-                        "模型，tokenizer 评估 ")):
+                        "模型，tokenizer 评估 "),
+                       # Eleventh round: Devanagari with its nukta written apart (NFKC leaves क and
+                       # the nukta apart, but the nukta may compose: CPython's check normalised all)
+                       ("labels in Hindi, the nukta written apart (valid)", "क\u093cम ख\u093cबर ग\u093cज़ल ")):
         out[name] = _filled_labels(lambda n, unit=unit: suites(*[(unit * (160 // len(unit))).strip() + str(i)
                                                                 for i in range(n)]))
     # Eighth round: manifests mostly ASCII but for a character that NFKC changes (a no-break space in

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 from typing import overload
 
@@ -48,10 +48,13 @@ MAX_WINDOW = 1 << 16
 MIN_WINDOW = 256  # a window with a few places to change makes the next a quarter as long, down to this
 KIND_REPLACED = 16  # kinds of character replaced one by one in all of the text (each costs a pass)
 ROUNDS = 2  # windows of kinds replaced so, each followed by a search of the rest
-KINDS = 32  # notable characters in a window past which it is normalised as a whole (a class of them is compiled)
+PATTERNS = 4  # patterns of stretches compiled (~0.2 ms each), past which `unicodedata` takes the rest
+NEW_STRETCHES = 64  # stretches not seen before in a window past which it is normalised whole
+FEW = 16  # stretches to change in a window, past which it is normalised whole rather than from the first
+KINDS = 32  # notable characters seen in the windows, past which `unicodedata` takes the rest (a class of them)
 DENSE = 4  # places to change in a window from which its stretches are replaced in all the rest of the text
 PASSES = 6  # passes over the text (a copy, each stretch replaced) the replacing in all the rest may take
-READ_SHARE = 4  # windows read, in all, past this share of the text (and two windows): `unicodedata` takes the rest
+READ_SHARE = 8  # windows read, in all, past this share of the text (and two windows): `unicodedata` takes the rest
 SHORT = 1024  # characters: a text no longer than this goes to `unicodedata` (it costs little there)
 # What `unicodedata`'s NFKC costs a character (of the longer of the text and its NFKC), in bytes of a
 # search (about a nanosecond each): 12 ns for ASCII with a no-break space, 50-80 ns for characters
@@ -125,7 +128,7 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
 def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
                pos: int, check: bool = False) -> str | None:
     """NFKC a window at a time, as the module's docstring shows. `done` holds what is in NFKC
-    already, and `data[base:pos]` follows it, free of notable characters; a stretch begins at `pos`.
+    already, and `data[base:pos]` follows it, in NFKC too; a stretch begins at `pos`.
 
     From the next notable character, a window of whole stretches is read:
     - each of its notable characters is one NFKC changes alone into characters that are not: they
@@ -141,10 +144,12 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
     done: list[bytes] = []
     base = 0
     window, copied, read = WINDOW, 0, 0
-    copies, reads = PASSES * len(data), len(data) // READ_SHARE + 2 * MAX_WINDOW
+    copies, reads = PASSES * len(data), len(data) // READ_SHARE + 2 * WINDOW
     notables = notable()
     known: dict[str, str] = {}
     settled: set[str] = set()  # stretches found whole in windows NFKC changed nothing of
+    seen: frozenset[str] = frozenset()  # the notable characters of the windows read (one pattern for all)
+    patterns = 0
     while (at := search(data, pos)) >= 0:
         if at == 0 and done:  # what was replaced begins with a notable character, which may reach back
             return _slow(_text(b"".join(done) + data), made)
@@ -169,11 +174,25 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
         if simple is not None:
             done += (data[base:start], _utf8(simple))
             base = pos = start + size
-            few = sum(map(piece.count, kinds)) < DENSE
+            few = not _occur(piece, kinds, DENSE)
             window = max(window // 4, MIN_WINDOW) if few else min(2 * window, MAX_WINDOW)
             continue
-        stretches = set(_stretch_pattern(frozenset(kinds), at == 0).findall(piece))
-        for stretch in stretches.difference(known):
+        if not kinds <= seen:  # a pattern of the characters seen so far serves every window they make
+            seen, patterns = seen | kinds, patterns + 1
+            if len(seen) > KINDS or patterns > PATTERNS:
+                break
+        stretches = set(_stretch_pattern(seen, at == 0).findall(piece))
+        new = stretches.difference(known)
+        if len(new) > NEW_STRETCHES:  # (each costs a call of `unicodedata`): the window is normalised whole
+            if check:
+                return text if unicodedata.is_normalized("NFKC", _text(data[start:])) else None
+            normal = unicodedata.normalize("NFKC", piece)
+            if normal != piece:
+                done += (data[base:start], _utf8(normal))
+                base = start + size
+            pos = start + size
+            continue
+        for stretch in new:
             known[stretch] = unicodedata.normalize("NFKC", stretch)
         changes = sorted((s for s in stretches if known[s] != s), key=len, reverse=True)
         if check and changes:
@@ -187,7 +206,7 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
                 pos = _past_settled(data, pos, settled, search, notables)
             continue
         cost = (len(changes) + 1) * (len(data) - start)  # a copy of the rest, and a pass for each
-        if sum(map(piece.count, changes)) >= DENSE and copied + cost <= copies:
+        if copied + cost <= copies and _occur(piece, changes, DENSE):
             rest = data[start:]
             for stretch in changes:
                 rest = rest.replace(_utf8(stretch), _utf8(known[stretch]))
@@ -197,12 +216,14 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
             # passes and reads over what the text became (NFKC makes a character eighteen at most, and
             # what it made is not made again): `unicodedata` would take that much longer too
             copies = max(copies, PASSES * len(data))
-            reads = max(reads, len(data) // READ_SHARE + 2 * MAX_WINDOW)
+            reads = max(reads, len(data) // READ_SHARE + 2 * WINDOW)
             continue
-        first = min(piece.find(stretch) for stretch in changes)
-        last = max(piece.rfind(stretch) + len(stretch) for stretch in changes)
-        while last < len(piece) and piece[last] in notables:
-            last += 1
+        first, last = 0, len(piece)  # from the first place to change to the end of the last
+        if len(changes) <= FEW:  # (a search each: for many, the window is normalised whole)
+            first = min(piece.find(stretch) for stretch in changes)
+            last = max(piece.rfind(stretch) + len(stretch) for stretch in changes)
+            while last < len(piece) and piece[last] in notables:
+                last += 1
         done += (data[base:start], _utf8(piece[:first]), _utf8(unicodedata.normalize("NFKC", piece[first:last])),
                  _utf8(piece[last:]))
         base = pos = start + size
@@ -260,6 +281,15 @@ def _utf8(text: str) -> bytes:
 
 def _text(data: bytes) -> str:
     return data.decode("utf-8", "surrogatepass")
+
+
+def _occur(text: str, parts: Iterable[str], times: int) -> bool:
+    """Do `parts` occur in `text` `times` times or more, together? (A count each, until they do.)"""
+    for part in parts:
+        times -= text.count(part)
+        if times <= 0:
+            return True
+    return False
 
 
 def _char_start(data: bytes, index: int) -> int:

@@ -27,7 +27,8 @@ HIDDEN = "hidden_characters"
 # In a bounded scan (a document the caller will refuse anyway), a string reported rather than searched
 # (see `secret_scan.scan`).
 UNEXAMINED = "unexamined"
-BOUNDED_FLOOR = 1 << 18  # bytes of work any bounded scan may spend, so that no small document is cut short
+BOUNDED_FLOOR = 1 << 20  # bytes of work any bounded scan may spend, so that no small document is cut short
+FREE_BELOW = 1 << 18  # a document no longer than this gets free cleanings (see CLEANING_CHARGE)
 LONG_STRING = 1 << 16  # in a bounded scan, a string longer than this is searched for one format at most
 
 
@@ -122,7 +123,7 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
 # this many bytes more (its calls cost about as much as searching several kilobytes), with what its
 # normalisation cost (`text_normal.normalize`'s `made`: a string of a thousand characters NFKC
 # changes costs a hundred microseconds, as much as searching a hundred kilobytes), but for the
-# first ones in a document no longer than BOUNDED_FLOOR: FREE_CLEANINGS, and one more for every 512
+# first ones in a document no longer than FREE_BELOW: FREE_CLEANINGS, and one more for every 512
 # bytes it is shorter. A small document is never cut short for its cleaning (attacker reviews: 40
 # and then 97 strings of a 2 KB document went `unexamined`; 2 KB get 572 free, more strings than
 # they can hold), and a large one's budget pays for more than the 64.

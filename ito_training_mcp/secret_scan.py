@@ -39,6 +39,7 @@ from .raw_look import first_any_form_place as first_any_form_place
 from .raw_look import first_ascii_anchor as first_ascii_anchor
 from .raw_look import text_is_clean as _raw_text_is_clean
 from .scan_strings import BOUNDED_FLOOR as BOUNDED_FLOOR
+from .scan_strings import FREE_BELOW
 from .scan_strings import FREE_CLEANINGS as FREE_CLEANINGS
 from .scan_strings import HIDDEN as HIDDEN
 from .scan_strings import LONG_STRING as LONG_STRING
@@ -386,7 +387,7 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
         if not bounded:
             return _Budget(None)
         size = _text_size(source, strings)
-        free = FREE_CLEANINGS + (BOUNDED_FLOOR - size) // 512 if size <= BOUNDED_FLOOR else 0
+        free = FREE_CLEANINGS + (FREE_BELOW - size) // 512 if size <= FREE_BELOW else 0
         return _Budget(BOUNDED_PASSES * size + BOUNDED_FLOOR, free)
 
     budget, memo = fresh(), _Memo()

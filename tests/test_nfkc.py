@@ -225,3 +225,68 @@ def test_stretches_known_to_be_in_nfkc_are_passed_with_one_search(tail: str, mon
         assert (normal is text) == unicodedata.is_normalized("NFKC", text)
         if body[0] != "\x01":  # (a stretch beginning with the filler is not passed so)
             assert len(windows) <= 4, windows
+
+
+def _nfkc_marks() -> list[str]:
+    """Combining marks NFKC leaves after an "x"."""
+    return [chr(c) for c in range(0x300, 0x370) if unicodedata.combining(chr(c))
+            and unicodedata.normalize("NFKC", "x" + chr(c)) == "x" + chr(c)]
+
+
+@pytest.mark.parametrize("text", [
+    "".join("x" + mark for mark in _nfkc_marks()[:33]) + "a" * 1000,  # more kinds in a window than KINDS
+    "x\u0301 " * 45_000,  # stretches NFKC leaves alone throughout
+    "\u0cd5\u0651\u0651\u0651\u0651" * 1001,  # nothing but notable characters: no whole stretch in a window
+], ids=["kinds", "reads", "no-stretch"])
+def test_a_text_in_nfkc_is_told_so_and_returned_as_it_is_whichever_way_it_was_settled(text: str) -> None:
+    """From an attacker review: where the stretches gave up and `unicodedata` took the rest, a text in
+    NFKC came back as a new string, and `is_nfkc` said no (a long string of a refused manifest was
+    then `unexamined`, where its credential had been named)."""
+    assert unicodedata.is_normalized("NFKC", text)
+    assert nfkc(text) is text and nfkc_module.is_nfkc(text)
+
+
+def test_a_window_of_many_new_stretches_costs_a_pass_not_one_call_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From an attacker review: windows of 64 KiB full of distinct stretches that NFKC changes (a
+    letter of 1,325 and a character of 31, with a mark that NFKC keeps every 40 so that they are not
+    replaced character by character) made each stretch a call of `unicodedata` and a search of the
+    window for it: a valid manifest took 2.7 s (1,300x). Past NEW_STRETCHES new ones, or FEW to
+    change, a window is normalised whole."""
+    if nfkc_module._notable_search() is None:
+        pytest.skip("RE2 is not installed")
+    letters = [chr(c) for c in range(0x400, 0x530) if chr(c).isalpha() and chr(c) not in nfkc_module.notable()]
+    changing = [chr(0xFF41 + i) for i in range(26)]  # full-width letters
+    units = [letter + changing[i % len(changing)] + ("\u0483" if i % 40 == 0 else "") + " "
+             for i, letter in enumerate(letters * 40)]
+    text = "".join(units)
+    calls = _counted(monkeypatch)
+    assert nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert len(calls) < len(units) // 20
+
+
+def test_windows_of_drifting_kinds_compile_a_few_patterns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From an attacker review: marks that change every 256 bytes made each window a pattern of its own
+    (0.2 ms to compile), 700 of them. One pattern serves the kinds seen so far; past PATTERNS of them,
+    `unicodedata` takes the rest."""
+    if nfkc_module._notable_search() is None:
+        pytest.skip("RE2 is not installed")
+    import random
+
+    rng = random.Random(1)
+    letters = [chr(c) for c in range(0x400, 0x530) if chr(c).isalpha() and chr(c) not in nfkc_module.notable()]
+    marks = [chr(c) for c in (*range(0x5B0, 0x5BE), *range(0x64B, 0x660), *range(0x730, 0x74B))
+             if unicodedata.combining(chr(c))]
+    units, active = [], rng.sample(marks, 12)
+    for i in range(300_000):
+        if i % 64 == 0:  # one mark of the twelve in use changes every 64 letters
+            active[rng.randrange(12)] = rng.choice([m for m in marks if m not in active])
+        a, b = sorted(active[:2], key=unicodedata.combining)
+        out_of_order = i % 16 == 0 and unicodedata.combining(a) != unicodedata.combining(b)
+        units.append(letters[i % len(letters)] + (b + a if out_of_order else active[i % 12]))
+    text = "".join(units)
+    compiled: list[int] = []
+    real = nfkc_module._stretch_pattern.__wrapped__
+    monkeypatch.setattr(nfkc_module, "_stretch_pattern", lambda kinds, at_start: compiled.append(len(kinds))
+                        or real(kinds, at_start))
+    assert nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert len(set(compiled)) <= nfkc_module.PATTERNS
