@@ -199,9 +199,11 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
             return None
         if not changes:
             pos, window = start + size, min(2 * window, MAX_WINDOW)
-            settled.update(stretches)
+            # (a run of notable characters that begins the text is no stretch another could hold: it
+            # is left out, or its copies inside other stretches would be overwritten too)
+            settled.update(stretch for stretch in stretches if stretch[0] not in notables)
             cost = (len(settled) + 1) * (len(data) - pos)
-            if copied + cost <= copies and _FILLER not in {stretch[0] for stretch in settled}:
+            if settled and copied + cost <= copies and _FILLER not in {stretch[0] for stretch in settled}:
                 copied += cost
                 pos = _past_settled(data, pos, settled, search, notables)
             continue
@@ -254,7 +256,8 @@ def _past_settled(data: bytes, pos: int, settled: set[str], search: Callable[[by
     """Where the first stretch from `pos` on (a stretch begins there) that is not one of `settled`
     (each in NFKC) begins, or the end of `data`: found by one search of a copy of the rest in which
     each of them is overwritten, byte for byte, with _FILLER (no stretch of them begins with it, and
-    it is not notable). A notable character left in the copy belongs to a stretch that is not one of
+    it is not notable; each begins with a character that is not notable, so each copy of one begins
+    a stretch). A notable character left in the copy belongs to a stretch that is not one of
     them: either one standing apart, or the longer stretch that an occurrence of one of them began;
     so the stretch holding it begins at the last character before it, in `data`, that is not
     notable, and everything before that is characters that are not notable and whole stretches of

@@ -65,14 +65,16 @@ def test_short_texts_get_unicodedatas_answer(text: str) -> None:
        st.fixed_dictionaries({"ROUNDS": st.integers(0, 3), "KIND_REPLACED": st.integers(0, 4),
                               "WINDOW": st.sampled_from([4, 16, 64]), "MIN_WINDOW": st.sampled_from([1, 4, 16]),
                               "MAX_WINDOW": st.sampled_from([16, 64, 256]), "KINDS": st.integers(1, 6),
-                              "DENSE": st.integers(1, 4), "PASSES": st.integers(0, 6), "READ_SHARE": st.integers(1, 8)}))
+                              "DENSE": st.integers(1, 4), "PASSES": st.integers(0, 6), "READ_SHARE": st.integers(1, 8),
+                              "PATTERNS": st.integers(1, 4), "NEW_STRETCHES": st.integers(1, 64), "FEW": st.integers(1, 16)}),
+       st.sampled_from(["", "\u0301", "\u0328\u031b"]))
 def test_long_texts_get_unicodedatas_answer(parts: list[str], repeat: int, given_bytes: bool,
-                                            limits: dict[str, int]) -> None:
+                                            limits: dict[str, int], lead: str) -> None:
     """Long texts, their pieces repeated so that kinds recur far from where they were first seen; the
     windows, the kinds and rounds, the passes and reads allowed, and the length counted as short are
     made small here so that every path is taken (with and without the caller's bytes), and the
-    work reported is never negative."""
-    text = "".join(part * repeat for part in parts)
+    work reported is never negative. `lead`: marks that begin the text (a run that is no stretch)."""
+    text = lead + "".join(part * repeat for part in parts)
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(nfkc_module, "SHORT", 8)
         for name, value in limits.items():
@@ -290,3 +292,16 @@ def test_windows_of_drifting_kinds_compile_a_few_patterns(monkeypatch: pytest.Mo
                         or real(kinds, at_start))
     assert nfkc(text) == unicodedata.normalize("NFKC", text)
     assert len(set(compiled)) <= nfkc_module.PATTERNS
+
+
+@pytest.mark.parametrize("text", ["\u0301" + "x" * 5000 + "e\u0301", "\u0328\u01a1" * 2 + "x" * 2000 + "\u01a1\u0328\u031b"])
+def test_a_run_of_marks_that_begins_the_text_is_not_passed_where_it_stands_inside_stretches(text: str) -> None:
+    """From a second attacker review: a text beginning with a mark NFKC leaves alone made that mark a
+    stretch known to be in NFKC, and passing such stretches overwrote it inside "e" and its acute
+    too, which NFKC composes: the text came back unchanged, and `is_nfkc` said yes."""
+    expected = unicodedata.normalize("NFKC", text)
+    assert nfkc(text) == expected and nfkc_module.is_nfkc(text) == (expected == text)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(nfkc_module, "SHORT", 0)
+        monkeypatch.setattr(nfkc_module, "WINDOW", 16)
+        assert nfkc(text) == expected and nfkc_module.is_nfkc(text) == (expected == text)
