@@ -101,8 +101,8 @@ def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None) ->
 def is_nfkc(text: str, data: bytes | None = None) -> bool:
     """Is `text` in NFKC? Unicode's quick check, unless the bytes show a character that may compose
     (CPython's check would normalise all of the text to tell): then not if it holds a character NFKC
-    changes standing alone (NFKC never makes one), else `nfkc`, which returns the text itself when it
-    is."""
+    changes standing alone (NFKC never makes one), else the stretches are read until the first that
+    NFKC changes (`_stretched`'s check)."""
     if text.isascii():
         return True
     search = _notable_search() if len(text) > SHORT else None

@@ -275,8 +275,9 @@ def _unexamined_where_placed(engine: Engine, places: Callable[[bytes, int], int]
         at = engine.invisible(data, pos, nul=False)
         return -1 if at is None else at[0]
 
-    held = () if invisible_free else texts_found(invisible, data)  # (a search of 2 ns a byte where
-    # most characters share a first byte with an invisible one: U+FDFA's with U+FEFF)
+    # (the search for invisible characters costs 2 ns a byte where most characters begin as one of
+    # them does: U+FDFA's bytes as U+FEFF's)
+    held = () if invisible_free else texts_found(invisible, data)
     for index in heapq.merge(texts_found(places, data), held):
         if len(found) >= MAX_FINDINGS:
             return
