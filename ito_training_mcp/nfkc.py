@@ -356,10 +356,16 @@ def notable() -> frozenset[str]:
 
 
 @cache
+def notable_class() -> str:
+    """The notable characters as an RE2 character class (this module's search, and text_normal's)."""
+    return re2_class(runs(map(ord, notable())))
+
+
+@cache
 def _notable_search() -> Callable[[bytes, int], int] | None:
     """Where, at or after byte `pos`, UTF-8 `data` next holds a notable character (-1: none); None
     without RE2. Compiled at first use (~3 ms, once)."""
-    return decomposed_anchors.re2_search(re2_class(runs(map(ord, notable()))))
+    return decomposed_anchors.re2_search(notable_class())
 
 
 @cache

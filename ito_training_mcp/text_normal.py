@@ -16,7 +16,6 @@ from typing import Any
 
 from . import decomposed_anchors
 from . import nfkc as nfkc_module
-from .invisible import re2_class, runs
 from .nfkc import nfkc
 from .secret_engine import Engine, default_engine
 from .secret_rules import invisible_class
@@ -271,7 +270,7 @@ def _invisible_before_notable(text: str, data: Any = None) -> bool | None:
 
 @functools.cache
 def _invisible_then_notable() -> Callable[[bytes, int], int] | None:
-    return decomposed_anchors.re2_search(invisible_class(True) + re2_class(runs(map(ord, nfkc_module.notable()))))
+    return decomposed_anchors.re2_search(invisible_class(True) + nfkc_module.notable_class())
 
 
 def _renormalized(text: str, made: list[int] | None = None, joins: bool | None = None) -> str | None:
