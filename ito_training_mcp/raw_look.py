@@ -140,8 +140,20 @@ def _found_strings_clean(engine: Engine, data: Any, next_anchor: Callable[[Any, 
     def unsure_at(at: int) -> bool:
         return unsure is not None and ord(data[at:at + 4].decode("utf-8", "ignore")[:1] or "\0") in unsure
 
-    for _ in range(limit):
+    # The places first, one per string, up to one past `limit`: past it, and with no character the
+    # search cannot follow among them, the look ends "let the walk decide" whatever the strings hold,
+    # and normalising and checking `limit` of them first would be spent for nothing.
+    places: list[int] = []
+    while len(places) <= limit:
         at = next_anchor(data, pos)
+        places.append(at)
+        if at < 0 or unsure_at(at):
+            break
+        end = data.find(quote, at)
+        pos = len(data) if end < 0 else end + 1
+    if len(places) > limit and places[-1] >= 0 and not unsure_at(places[-1]) and budget.left is None:
+        return False
+    for at in places[:limit]:
         if at < 0:
             return True
         if unsure_at(at):
@@ -177,8 +189,7 @@ def _found_strings_clean(engine: Engine, data: Any, next_anchor: Callable[[Any, 
         if is_key and (not budget.affords(len(segment)) or engine.key_name_match(segment) is not None):
             return False
         budget.spend(len(segment) if is_key else 0)
-        pos = end + 1
-    at = next_anchor(data, pos)
+    at = places[limit] if len(places) > limit else -1
     return None if at >= 0 and unsure_at(at) else at < 0
 
 

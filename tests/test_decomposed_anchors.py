@@ -522,6 +522,37 @@ def test_the_look_in_nfkd_is_taken_only_where_it_pays() -> None:
             assert with_search == without
 
 
+@pytest.mark.parametrize("label", ["ｐａｓｓｗｏｒｄではない，評価", "ｔｏｋｅｎｉｚｅｒ", "токен ｘ"])
+def test_the_look_normalises_nothing_when_more_strings_hold_places_than_it_may_check(label: str) -> None:
+    """Past the look's limit of strings holding a place (a credential name in every label), the look
+    ends "let the walk decide" whatever those strings hold: it finds that out by the places alone
+    and normalises none of them. One string fewer than that, it normalises each, as before. The
+    scan's answer is the long way's either way, and a credential in the last label is found."""
+    engine = default_engine()
+    limit = raw_look._MAX_ANY_FORM_SEGMENTS
+    real = nfkc_module.nfkc
+    for count, looked in ((limit + 1, False), (limit, True)):
+        document = {"labels": [f"{label} {i}" for i in range(count)], "plain": ["mmlu"] * 50}
+        spelt: list[int] = []
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            for module in (text_normal, raw_look):
+                monkeypatch.setattr(module, "nfkc", lambda text, *rest, spelt=spelt: spelt.append(len(text))
+                                    or real(text, *rest))
+                monkeypatch.setattr(module, "normalize", lambda text, *rest, spelt=spelt, real=text_normal.normalize,
+                                    **named: spelt.append(len(text)) or real(text, *rest, **named))
+            settled = secret_scan._raw_text_is_clean(engine, json.dumps(document, ensure_ascii=False),
+                                                     secret_scan._Memo(), secret_scan._Budget(None))
+        if engine.name == "re2":
+            assert settled is looked and bool(spelt) is looked
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            with_search, without = _scan_both_ways(document, monkeypatch)
+        assert with_search == without == []
+        document["labels"][-1] += f" password={CANARY_TOKEN}"
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            with_search, without = _scan_both_ways(document, monkeypatch)
+        assert with_search == without and [f.pointer for f in with_search] == [f"/labels/{count - 1}"]
+
+
 @SETTINGS
 @given(st.lists(texts, min_size=1, max_size=12))
 def test_texts_composed_and_not_are_searched_in_their_nfkd_and_found_ones_normalised(parts: list[str]) -> None:
