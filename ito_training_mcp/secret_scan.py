@@ -172,6 +172,8 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
     """After many candidate strings: every rule that can still match runs once over the rest. The
     rest is that of the whole list: a search is charged, once, for this slice's rest and the
     slices after it (`progress.after` characters, at `scale` units of `data` each)."""
+    if budget.left is None and not keys and _nothing_more(engine, data, sep, pos):
+        return
     rest = data[pos:]
     ahead = len(rest) + int(progress.after * scale)
 
@@ -217,6 +219,40 @@ def _locate_by_rules(engine: Engine, data: Any, sep: Any, pos: int, index: int, 
                 break
             at = counted = end + 1
             at_index += 1
+
+
+_RULE_SETS = 4  # sets of rules `_nothing_more` searches for before it leaves the answer to the rule passes
+
+
+def _nothing_more(engine: Engine, data: Any, sep: Any, pos: int) -> bool:
+    """True when no rule matches in `data` (strings joined by `sep`) from `pos` on: told by one search
+    for the matches of the rules whose anchors were found and for the anchors of all the others,
+    where `_locate_by_rules` would pass over the rest once to learn which rules are anchored and then
+    once for each. Each other anchor found brings its string's rules into the search, which starts
+    again (at most _RULE_SETS times). False: a match, or more kinds of anchor than that; the rule
+    passes then decide, as if this search had not been made (an unbounded walk: it spends no budget)."""
+    rules: frozenset[int] = frozenset()
+    at = engine.other_rule_anchor(rules, data, pos)
+    for _ in range(_RULE_SETS):
+        if at < 0:
+            return True
+        begin = data.rfind(sep, 0, at - 1) + 1
+        end = data.find(sep, at - 1)
+        more = frozenset(engine.anchored_rules(data[begin:len(data) if end < 0 else end]))
+        if more <= rules:  # (an anchor that ends there and triggers nothing new: cannot happen)
+            return False
+        rules |= more
+        # (from the separator before `pos`: a rule that checks the character before its match reads it
+        # there, as `rule_match` does, for a match at the string's start)
+        found = engine.rule_or_other(rules, rules, data, pos - 1 if pos else 0)
+        if found is None:
+            return True
+        rule, at = found
+        if rule >= 0:
+            return False
+        # (`at` is where the other anchor starts: its string is the one holding `at + 1`)
+        at += 1
+    return False
 
 
 FIRST_SLICE = 1 << 13  # characters of strings in a bounded walk's first slice of text not ASCII

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import secret_scan, text_normal
+from ito_training_mcp import secret_scan, text_kinds, text_normal
 from ito_training_mcp.secret_scan import HIDDEN, Finding
 
 from .secret_corpus import BENIGN_KEYS, BENIGN_VALUES, SECRETS
@@ -239,3 +240,38 @@ def test_the_look_ahead_takes_a_run_at_once() -> None:
         first = engine.invisible(data, 0)
         assert first is not None
         assert text_normal._kinds_ahead(engine, data, first, True, 12) == ["\u200b", "\U000e0041"]
+
+
+_ANCHORED_BENIGN = ["password policy", "tokenizer", "max_tokens", "Passwort vergessen", "api-key rotation", "mmlu"]
+past_the_segments = st.lists(st.one_of(secrets.map(lambda e: e.text), st.sampled_from(BENIGN_VALUES),
+                                       st.sampled_from(_ANCHORED_BENIGN), trigger_text, plain), min_size=1, max_size=12)
+
+
+@SETTINGS
+@given(st.sampled_from(_ANCHORED_BENIGN[:5]), past_the_segments, st.booleans())
+def test_past_the_strings_checked_one_by_one_one_search_tells_what_the_rule_passes_tell(
+        first: str, rest: list[str], ascii_only: bool) -> None:
+    """Past the strings holding an anchor that the walk checks one by one, a valid manifest's walk
+    first asks one search whether any rule matches in the rest (`_nothing_more`), where the rule
+    passes would pass over it once for each rule anchored there. The findings are the rule passes'
+    either way: credentials at the rest's first string (the character before it read as a boundary),
+    anchors of rules the checked strings never named, near misses."""
+    document = {"labels": [f"{first} {i}" for i in range(text_kinds.MAX_SEGMENTS)] + rest}
+    source = json.dumps(document, ensure_ascii=ascii_only)
+    for text in (source, None):
+        found = secret_scan.scan(document, source=text)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setattr(secret_scan, "_nothing_more", lambda *args: False)
+            assert secret_scan.scan(document, source=text) == found
+    expected = {Finding(f"/labels/{i}", kind) for i, value in enumerate(document["labels"])
+                for kind in secret_scan.value_kinds(value)}
+    assert set(found) == expected or len(found) == secret_scan.MAX_FINDINGS
+
+
+def test_one_search_past_the_checked_strings_finds_a_credential_at_the_first_string_left() -> None:
+    """The rest's first string begins with a credential whose rule reads the character before it (a
+    boundary): the separator before it is read, and the credential is found."""
+    token = "AIza" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r"
+    document = {"labels": [f"password policy {i}" for i in range(text_kinds.MAX_SEGMENTS)] + [token, "mmlu"]}
+    assert [(f.pointer, f.kind) for f in secret_scan.scan(document)] == \
+        [(f"/labels/{text_kinds.MAX_SEGMENTS}", "google_api_key")]
