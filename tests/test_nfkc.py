@@ -66,7 +66,8 @@ def test_short_texts_get_unicodedatas_answer(text: str) -> None:
                               "WINDOW": st.sampled_from([4, 16, 64]), "MIN_WINDOW": st.sampled_from([1, 4, 16]),
                               "MAX_WINDOW": st.sampled_from([16, 64, 256]), "KINDS": st.integers(1, 6),
                               "DENSE": st.integers(1, 4), "PASSES": st.integers(0, 6), "READ_SHARE": st.integers(1, 8),
-                              "PATTERNS": st.integers(1, 4), "NEW_STRETCHES": st.integers(1, 64), "FEW": st.integers(1, 16)}),
+                              "PATTERNS": st.integers(1, 4), "NEW_STRETCHES": st.integers(1, 64), "FEW": st.integers(1, 16),
+                              "HEAD_SHARE": st.integers(1, 8)}),
        st.sampled_from(["", "\u0301", "\u0328\u031b"]))
 def test_long_texts_get_unicodedatas_answer(parts: list[str], repeat: int, given_bytes: bool,
                                             limits: dict[str, int], lead: str) -> None:
@@ -145,6 +146,31 @@ def test_kinds_spread_over_many_windows_are_replaced_window_by_window(monkeypatc
     whole = [length for length in replaced if length == len(text)]
     assert len(whole) == nfkc_module.ROUNDS and _long_calls(calls) == []
     assert len(replaced) - len(whole) >= len(kinds) - nfkc_module.ROUNDS  # the rest, a window each
+
+
+@pytest.mark.parametrize("tail", ["ａ，ｂ" * 3000, "e\u0301" * 100, "ハ\u309a", "\u0301\u0328x", "ｇ"])
+def test_what_comes_before_the_first_notable_character_is_left_as_it_is(tail: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """From an attacker review: the first notable character of a mebibyte came at 91% of it (seventeen
+    kinds of full-width letter in the last labels), and Unicode's quick check and the kinds replaced
+    in all of the text went over the rest every time. What comes before the stretch holding it (the
+    character before it, too) is in NFKC and is left as it is: nothing is replaced, normalised or
+    checked there, and the answer is unicodedata's."""
+    if nfkc_module._notable_search() is None:
+        pytest.skip("RE2 is not installed")
+    head = "évaluation du modèle " * 5000
+    text = head + tail
+    expected = unicodedata.normalize("NFKC", text)
+    assert nfkc_module.is_nfkc(text) == (expected == text)
+    calls = _counted(monkeypatch)
+    seen: list[int] = []
+    real_replaced, real_check = nfkc_module._replaced, unicodedata.is_normalized
+    monkeypatch.setattr(nfkc_module, "_replaced", lambda t, k: seen.append(len(t)) or real_replaced(t, k))
+    monkeypatch.setattr(unicodedata, "is_normalized", lambda form, t: seen.append(len(t)) or real_check(form, t))
+    assert nfkc(text) == expected
+    assert all(length <= len(tail) + 1 for length in seen + calls), (len(text), seen, calls)
+    before = len(seen)
+    assert nfkc(head) is head and len(seen) == before  # and a text without any is itself, untouched
 
 
 @pytest.mark.parametrize("text", [
