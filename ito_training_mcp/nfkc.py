@@ -116,9 +116,11 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
 
 def is_nfkc(text: str, data: bytes | None = None) -> bool:
     """Is `text` in NFKC? Unicode's quick check, unless the bytes show a character that may compose
-    (CPython's check would normalise all of the text to tell): then not if it holds a character NFKC
-    changes standing alone (NFKC never makes one), else the stretches are read until the first that
-    NFKC changes (`_stretched`'s check)."""
+    (CPython's check would normalise all of the text to tell): then not if the window at the first
+    notable character shows a stretch NFKC changes (a text that is not in NFKC mostly shows it there,
+    and a prefix of a text in NFKC is in NFKC), nor if it holds a character NFKC changes standing
+    alone (NFKC never makes one: one search), else the stretches are read until the first that NFKC
+    changes (`_stretched`'s check)."""
     if text.isascii():
         return True
     search = _notable_search() if len(text) > SHORT else None
@@ -126,8 +128,16 @@ def is_nfkc(text: str, data: bytes | None = None) -> bool:
     if search is None or data is None or not decomposed_anchors.composing_begun(data):
         return unicodedata.is_normalized("NFKC", text)
     changed = _changed_search()
-    if changed is None or changed(data, 0) >= 0:
-        return changed is None and unicodedata.is_normalized("NFKC", text)
+    if changed is None:
+        return unicodedata.is_normalized("NFKC", text)
+    first = search(data, 0)
+    end = first + WINDOW
+    if first < 0 or end >= len(data):
+        return first < 0 or _stretched(text, data, search, None, 0, check=True) is text
+    end = _char_start(data, end)
+    head = _text(data[:end])
+    if _stretched(head, data[:end], search, None, 0, check=True) is None or changed(data, first) >= 0:
+        return False
     return _stretched(text, data, search, None, 0, check=True) is text
 
 

@@ -331,3 +331,24 @@ def test_a_run_of_marks_that_begins_the_text_is_not_passed_where_it_stands_insid
         monkeypatch.setattr(nfkc_module, "SHORT", 0)
         monkeypatch.setattr(nfkc_module, "WINDOW", 16)
         assert nfkc(text) == expected and nfkc_module.is_nfkc(text) == (expected == text)
+
+
+def test_a_text_not_in_nfkc_is_told_so_by_the_window_at_its_first_notable_character(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """From an attacker review: the look at a mebibyte manifest of Japanese with a kana and its voiced
+    mark written apart asked whether the text is in NFKC, and a search for characters NFKC changes
+    alone went over all of it (there are none) before the first window told. The window at the first
+    notable character is read first now; only a text in NFKC there is searched further."""
+    if nfkc_module._notable_search() is None:
+        pytest.skip("RE2 is not installed")
+    searched: list[int] = []
+    real = nfkc_module._changed_search()
+    assert real is not None
+    monkeypatch.setattr(nfkc_module, "_changed_search", lambda: lambda data, pos: searched.append(pos) or real(data, pos))
+    text = "{\"labels\": [" + ", ".join(f"\"パスワードではないハ\u309a評価 {i}\"" for i in range(20_000)) + "]}"
+    assert not nfkc_module.is_nfkc(text) and searched == []
+    # in NFKC, a composing mark that composes with nothing in each: searched once, from its first one
+    composed = unicodedata.normalize("NFKC", text.replace("評価", "評価x\u309a"))
+    assert nfkc_module.is_nfkc(composed) and len(searched) == 1
+    late = composed + "ｘ"  # a character NFKC changes alone, at the end: that search tells
+    assert not nfkc_module.is_nfkc(late) and len(searched) == 2
