@@ -104,7 +104,7 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
         held = sorted({*held, *runs})
         together = [("" if i in runs else text) for i, text in enumerate(together)]
         all_text = "\x00".join(together)
-    normalized = nfkc_joined(together, all_text, made)
+    normalized = nfkc_joined(together, all_text, made, whole=not bounded)
     engine = default_engine()
     data = engine.prepare(normalized)
     if not held:

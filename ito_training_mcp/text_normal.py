@@ -312,7 +312,7 @@ def _run_of(char: Any) -> Any:
     return re.compile(re.escape(char) + "+")
 
 
-def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None) -> str:
+def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None, whole: bool = False) -> str:
     """NFKC of `joined` (the texts joined by NUL, which holds none of them), as far as a search can
     tell: only the texts that are not ASCII are normalised, together, once (Python normalises the
     whole of a text that is not normal already, so one character to change in a mebibyte would cost
@@ -320,9 +320,14 @@ def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None) ->
     costs ten times reading it), only those that could hold an anchor once normalised are: the
     others can hold no finding and are left out (empty). `made`, if given, gets what each text this
     makes on the way cost (an NFKD, an NFKC; see `nfkc.nfkc`), which can be many times the texts'
-    length (U+FDFA's NFKD is eighteen characters): the work a bounded caller pays for."""
+    length (U+FDFA's NFKD is eighteen characters): the work a bounded caller pays for.
+
+    `whole`: the caller pays for no work (an unbounded scan), and `joined` may be normalised as it
+    is, ASCII texts and all, when the texts that are not ASCII make most of it: the ASCII ones cost
+    a search of their bytes there, and the texts need not be taken apart and joined again."""
     odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
     together = "\x00".join([texts[i] for i in odd])
+    whole = whole and 2 * len(together) > len(joined)
     left_out = False
     data: Any = None
     if odd and unicodedata.is_normalized("NFKD", together):  # a fraction of NFKC's cost, whatever the text
@@ -330,8 +335,8 @@ def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None) ->
         if not decomposed_anchors.may_compose(data):
             return joined  # in NFKC too: nothing to change
         kept, together = _could_hold_an_anchor(odd, together, data)
-        left_out, odd = len(kept) < len(odd), kept
-    elif odd and decomposed_anchors.holds_latin_marks(data := default_engine().prepare(together)):
+        left_out, odd, whole = len(kept) < len(odd), kept, False
+    elif odd and decomposed_anchors.holds_latin_marks(data := default_engine().prepare(joined if whole else together)):
         # Letters composed and not: NFKC's look would normalise all of it to tell; the search runs
         # over its NFKD (NUL stays where it was), and the texts it finds are normalised as written.
         spelt = unicodedata.normalize("NFKD", together)
@@ -342,6 +347,9 @@ def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None) ->
             position = {index: at for at, index in enumerate(odd)}
             parts = together.split("\x00")
             left_out, odd, together = True, kept, "\x00".join(parts[position[i]] for i in kept)
+        data, whole = None if whole else data, False
+    if whole:  # `data`, when taken, is the UTF-8 of `joined`
+        return nfkc(joined, data if isinstance(data, bytes) else None, made)
     # `data`, when taken, is the UTF-8 of `together` unless the texts were narrowed since
     normal = nfkc(together, data if odd and not left_out and isinstance(data, bytes) else None, made)
     if not left_out and normal == together:

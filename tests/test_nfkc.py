@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import byte_facts, decomposed_anchors
+from ito_training_mcp import byte_facts, decomposed_anchors, text_normal
 from ito_training_mcp import nfkc as nfkc_module
 from ito_training_mcp.nfkc import nfkc
 
@@ -352,3 +352,21 @@ def test_a_text_not_in_nfkc_is_told_so_by_the_window_at_its_first_notable_charac
     assert nfkc_module.is_nfkc(composed) and len(searched) == 1
     late = composed + "ｘ"  # a character NFKC changes alone, at the end: that search tells
     assert not nfkc_module.is_nfkc(late) and len(searched) == 2
+
+
+@SETTINGS
+@given(st.lists(st.one_of(texts, st.sampled_from(["mmlu", "x" * 50, "tokenizer"])), min_size=1, max_size=12),
+       st.integers(1, 30))
+def test_texts_normalised_joined_whole_or_taken_apart_alike(parts: list[str], repeat: int) -> None:
+    """An unbounded scan may normalise the texts joined, ASCII ones and all, when those that are not
+    ASCII make most of it (`whole`): the answer is the one taken apart and joined again, and each
+    text's NFKC where none is left out."""
+    values = [part.replace("\x00", "") for part in parts] * repeat
+    joined = "\x00".join(values)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(nfkc_module, "SHORT", 8)
+        apart = text_normal.nfkc_joined(values, joined)
+        whole = text_normal.nfkc_joined(values, joined, whole=True)
+    assert whole == apart
+    if len(whole.split("\x00")) == len(values) and all(whole.split("\x00")):
+        assert whole == "\x00".join(unicodedata.normalize("NFKC", value) for value in values)
