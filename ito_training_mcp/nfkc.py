@@ -64,11 +64,13 @@ SLOW = 32
 READ = 16  # what reading a window costs a byte of it, in the same measure (decoding, sets, a search)
 
 
-def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None) -> str:
+def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None,
+         encoded: list[bytes] | None = None) -> str:
     """`unicodedata.normalize("NFKC", text)`. `data`: the UTF-8 of `text`, if the caller has it.
     `made`, if given, gets what it cost, in bytes of search: the bytes copied and read, SLOW passes
     over what `unicodedata` normalised (a bounded caller pays for it). A text in NFKC is returned as
-    it is (the same object).
+    it is (the same object). `encoded`, if given, gets the UTF-8 of the answer when the work made it
+    on the way (the caller is spared encoding it).
 
     A text without a notable character is in NFKC (one search tells), and so is what comes before
     the stretch holding the first: past HEAD_SHARE of the text, only the rest is looked at. Unicode's
@@ -84,19 +86,32 @@ def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None) ->
     data = text.encode("utf-8", "surrogatepass") if data is None else data
     at = search(data, 0)
     if at < 0:  # no notable character: each stretch is its own NFKC
+        _give(encoded, data)
         return text
     if at >= len(data) // HEAD_SHARE:  # what comes before the stretch holding it is in NFKC: left as it is
         start = _char_start(data, at - 1)
         rest = _text(data[start:])
-        normal = _from_notable(rest, data[start:], search, made, at - start)
-        return text if normal is rest else text[:len(text) - len(rest)] + normal
-    return _from_notable(text, data, search, made, at)
+        made_rest: list[bytes] = []
+        normal = _from_notable(rest, data[start:], search, made, at - start, made_rest)
+        if normal is rest:
+            _give(encoded, data)
+            return text
+        if made_rest:
+            _give(encoded, data[:start] + made_rest[0])
+        return text[:len(text) - len(rest)] + normal
+    return _from_notable(text, data, search, made, at, encoded)
+
+
+def _give(encoded: list[bytes] | None, data: bytes) -> None:
+    if encoded is not None:
+        encoded.append(data)
 
 
 def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
-                  at: int) -> str:
+                  at: int, encoded: list[bytes] | None) -> str:
     """`nfkc` of a text whose first notable character is at byte `at`."""
     if not decomposed_anchors.composing_begun(data) and unicodedata.is_normalized("NFKC", text):
+        _give(encoded, data)
         return text
     left, rounds = KIND_REPLACED, ROUNDS
     while at >= 0:
@@ -104,13 +119,14 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
         rounds -= 1
         replaced = _replaced(text, kinds) if len(kinds) <= left and rounds >= 0 else None
         if replaced is None:
-            return _stretched(text, data, search, made, at)
+            return _stretched(text, data, search, made, at, encoded=encoded)
         left -= len(kinds)
         text = replaced
         data = text.encode("utf-8", "surrogatepass")
         if made is not None:
             made.append(len(data))
         at = search(data, at)  # nothing before `at` was notable, nor changed
+    _give(encoded, data)
     return text
 
 
@@ -143,7 +159,7 @@ def is_nfkc(text: str, data: bytes | None = None) -> bool:
 
 @overload
 def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
-               pos: int) -> str: ...
+               pos: int, *, encoded: list[bytes] | None = ...) -> str: ...
 
 
 @overload
@@ -152,7 +168,7 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
 
 
 def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
-               pos: int, check: bool = False) -> str | None:
+               pos: int, check: bool = False, encoded: list[bytes] | None = None) -> str | None:
     """NFKC a window at a time, as the module's docstring shows. `done` holds what is in NFKC
     already, and `data[base:pos]` follows it, in NFKC too; a stretch begins at `pos`.
 
@@ -261,13 +277,17 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
     if made is not None and copied + read:
         made.append(copied + READ * read)
     if not done and start == len(data):
+        if not check:
+            _give(encoded, data)
         return text
     if check:  # nothing changed up to `start`, in NFKC, where a stretch begins
         return text if unicodedata.is_normalized("NFKC", _text(data[start:])) else None
     # what is in `done`, and the bytes up to `start`, are in NFKC, and a stretch begins at `start`
     done.append(data[base:start])
-    head = _text(b"".join(done))
+    made_bytes = b"".join(done)
+    head = _text(made_bytes)
     if start == len(data):
+        _give(encoded, made_bytes)
         return head
     left = _text(data[start:])
     normal = _slow(left, made)

@@ -104,9 +104,10 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
         held = sorted({*held, *runs})
         together = [("" if i in runs else text) for i, text in enumerate(together)]
         all_text = "\x00".join(together)
-    normalized = nfkc_joined(together, all_text, made, whole=not bounded)
     engine = default_engine()
-    data = engine.prepare(normalized)
+    encoded: list[bytes] = []
+    normalized = nfkc_joined(together, all_text, made, whole=not bounded, encoded=encoded)
+    data = encoded[0] if encoded and engine.searches_bytes else engine.prepare(normalized)
     if not held:
         if engine.invisible(data, 0, nul=False) is None:
             return normalized, data

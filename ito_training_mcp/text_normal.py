@@ -312,7 +312,8 @@ def _run_of(char: Any) -> Any:
     return re.compile(re.escape(char) + "+")
 
 
-def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None, whole: bool = False) -> str:
+def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None, whole: bool = False,
+                encoded: list[bytes] | None = None) -> str:
     """NFKC of `joined` (the texts joined by NUL, which holds none of them), as far as a search can
     tell: only the texts that are not ASCII are normalised, together, once (Python normalises the
     whole of a text that is not normal already, so one character to change in a mebibyte would cost
@@ -324,7 +325,8 @@ def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None, wh
 
     `whole`: the caller pays for no work (an unbounded scan), and `joined` may be normalised as it
     is, ASCII texts and all, when the texts that are not ASCII make most of it: the ASCII ones cost
-    a search of their bytes there, and the texts need not be taken apart and joined again."""
+    a search of their bytes there, and the texts need not be taken apart and joined again; then
+    `encoded`, if given, gets the UTF-8 of the answer when the work made it (see `nfkc.nfkc`)."""
     odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
     together = "\x00".join([texts[i] for i in odd])
     whole = whole and 2 * len(together) > len(joined)
@@ -349,7 +351,7 @@ def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None, wh
             left_out, odd, together = True, kept, "\x00".join(parts[position[i]] for i in kept)
         data, whole = None if whole else data, False
     if whole:  # `data`, when taken, is the UTF-8 of `joined`
-        return nfkc(joined, data if isinstance(data, bytes) else None, made)
+        return nfkc(joined, data if isinstance(data, bytes) else None, made, encoded)
     # `data`, when taken, is the UTF-8 of `together` unless the texts were narrowed since
     normal = nfkc(together, data if odd and not left_out and isinstance(data, bytes) else None, made)
     if not left_out and normal == together:

@@ -82,8 +82,10 @@ def test_long_texts_get_unicodedatas_answer(parts: list[str], repeat: int, given
             monkeypatch.setattr(nfkc_module, name, value)
         data = text.encode("utf-8", "surrogatepass") if given_bytes else None
         made: list[int] = []
-        normal = nfkc(text, data, made)
+        encoded: list[bytes] = []
+        normal = nfkc(text, data, made, encoded)
         assert normal == unicodedata.normalize("NFKC", text)
+        assert encoded in ([], [normal.encode("utf-8", "surrogatepass")])  # the answer's UTF-8, when made
         assert nfkc_module.is_nfkc(text, data) == (normal == text)
         assert all(cost >= 0 for cost in made)
 
@@ -366,7 +368,8 @@ def test_texts_normalised_joined_whole_or_taken_apart_alike(parts: list[str], re
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(nfkc_module, "SHORT", 8)
         apart = text_normal.nfkc_joined(values, joined)
-        whole = text_normal.nfkc_joined(values, joined, whole=True)
-    assert whole == apart
+        encoded: list[bytes] = []
+        whole = text_normal.nfkc_joined(values, joined, whole=True, encoded=encoded)
+    assert whole == apart and encoded in ([], [whole.encode("utf-8", "surrogatepass")])
     if len(whole.split("\x00")) == len(values) and all(whole.split("\x00")):
         assert whole == "\x00".join(unicodedata.normalize("NFKC", value) for value in values)
