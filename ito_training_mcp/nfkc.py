@@ -133,10 +133,10 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
 def is_nfkc(text: str, data: bytes | None = None) -> bool:
     """Is `text` in NFKC? Unicode's quick check, unless the bytes show a character that may compose
     (CPython's check would normalise all of the text to tell): then not if the window at the first
-    notable character shows a stretch NFKC changes (a text that is not in NFKC mostly shows it there,
-    and a prefix of a text in NFKC is in NFKC), nor if it holds a character NFKC changes standing
-    alone (NFKC never makes one: one search), else the stretches are read until the first that NFKC
-    changes (`_stretched`'s check)."""
+    notable character holds a character NFKC changes standing alone (NFKC never makes one) or a
+    stretch NFKC changes (a text that is not in NFKC mostly shows it there, and a prefix of a text in
+    NFKC is in NFKC), nor if the rest holds such a character (one search), else the stretches are
+    read until the first that NFKC changes (`_stretched`'s check)."""
     if text.isascii():
         return True
     search = _notable_search() if len(text) > SHORT else None
@@ -149,10 +149,11 @@ def is_nfkc(text: str, data: bytes | None = None) -> bool:
     first = search(data, 0)
     end = first + WINDOW
     if first < 0 or end >= len(data):
-        return first < 0 or _stretched(text, data, search, None, 0, check=True) is text
+        return first < 0 or (changed(data, first) < 0 and _stretched(text, data, search, None, 0, check=True) is text)
     end = _char_start(data, end)
-    head = _text(data[:end])
-    if _stretched(head, data[:end], search, None, 0, check=True) is None or changed(data, first) >= 0:
+    head = data[:end]
+    if changed(head, first) >= 0 or _stretched(_text(head), head, search, None, 0, check=True) is None \
+            or changed(data, end) >= 0:
         return False
     return _stretched(text, data, search, None, 0, check=True) is text
 
