@@ -325,11 +325,12 @@ def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None, wh
 
     `whole`: the caller pays for no work (an unbounded scan), and `joined` may be normalised as it
     is, ASCII texts and all, when the texts that are not ASCII make most of it: the ASCII ones cost
-    a search of their bytes there, and the texts need not be taken apart and joined again; then
-    `encoded`, if given, gets the UTF-8 of the answer when the work made it (see `nfkc.nfkc`)."""
+    a search of their bytes there, and the texts need not be taken apart and joined again. So is it
+    when no text is ASCII, whatever the caller pays. Then `encoded`, if given, gets the UTF-8 of the
+    answer when the work made it (see `nfkc.nfkc`)."""
     odd = list(compress(count(), map(operator.not_, map(str.isascii, texts))))
     together = "\x00".join([texts[i] for i in odd])
-    whole = whole and 2 * len(together) > len(joined)
+    whole = (whole and 2 * len(together) > len(joined)) or len(odd) == len(texts)  # (then `together` is `joined`)
     left_out = False
     data: Any = None
     if odd and unicodedata.is_normalized("NFKD", together):  # a fraction of NFKC's cost, whatever the text
