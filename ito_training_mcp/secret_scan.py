@@ -14,11 +14,12 @@ Speed: a document is not scanned string by string. The strings are joined with N
 pattern crosses) and one pass finds every place where an *anchor* of some rule occurs (`ghp_`,
 `AKIA`, `password` ...); only the strings around those places are checked against the rules that
 the anchors name (`text_kinds`). Past `text_kinds.MAX_SEGMENTS` such strings, each rule that can
-still match is run once over the rest of the text instead. Either way the work is linear in the size
-of the document and does not depend on the number of strings. When the caller passes the document's
-JSON text and it holds no escapes, that text is searched directly (`raw_look`) and a clean document
-usually never needs the walk at all; anything found there is settled by the walk, which alone knows
-JSON pointers.
+still match is run once over the rest of the text instead (in an unbounded scan, one search for the
+matches of the rules anchored so far and the anchors of the others tells first whether any can:
+`_nothing_more`). Either way the work is linear in the size of the document and does not depend on
+the number of strings. When the caller passes the document's JSON text and it holds no escapes, that
+text is searched directly (`raw_look`) and a clean document usually never needs the walk at all;
+anything found there is settled by the walk, which alone knows JSON pointers.
 """
 
 from __future__ import annotations
