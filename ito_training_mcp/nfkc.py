@@ -92,7 +92,7 @@ def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None,
         start = _char_start(data, at - 1)
         rest = _text(data[start:])
         made_rest: list[bytes] = []
-        normal = _from_notable(rest, data[start:], search, made, at - start, made_rest)
+        normal = _from_notable(rest, data[start:], search, made, at - start, made_rest, start)
         if normal is rest:
             _give(encoded, data)
             return text
@@ -108,8 +108,9 @@ def _give(encoded: list[bytes] | None, data: bytes) -> None:
 
 
 def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
-                  at: int, encoded: list[bytes] | None) -> str:
-    """`nfkc` of a text whose first notable character is at byte `at`."""
+                  at: int, encoded: list[bytes] | None, skipped: int = 0) -> str:
+    """`nfkc` of a text whose first notable character is at byte `at`. `skipped`: the bytes before
+    it that were left as they are (the work allowed, and reported in `made`, is that of the whole)."""
     if not decomposed_anchors.composing_begun(data) and unicodedata.is_normalized("NFKC", text):
         _give(encoded, data)
         return text
@@ -119,12 +120,12 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
         rounds -= 1
         replaced = _replaced(text, kinds) if len(kinds) <= left and rounds >= 0 else None
         if replaced is None:
-            return _stretched(text, data, search, made, at, encoded=encoded)
+            return _stretched(text, data, search, made, at, encoded=encoded, skipped=skipped)
         left -= len(kinds)
         text = replaced
         data = text.encode("utf-8", "surrogatepass")
         if made is not None:
-            made.append(len(data))
+            made.append(skipped + len(data))
         at = search(data, at)  # nothing before `at` was notable, nor changed
     _give(encoded, data)
     return text
@@ -160,7 +161,7 @@ def is_nfkc(text: str, data: bytes | None = None) -> bool:
 
 @overload
 def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
-               pos: int, *, encoded: list[bytes] | None = ...) -> str: ...
+               pos: int, *, encoded: list[bytes] | None = ..., skipped: int = ...) -> str: ...
 
 
 @overload
@@ -169,7 +170,8 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
 
 
 def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
-               pos: int, check: bool = False, encoded: list[bytes] | None = None) -> str | None:
+               pos: int, check: bool = False, encoded: list[bytes] | None = None, skipped: int = 0
+               ) -> str | None:
     """NFKC a window at a time, as the module's docstring shows. `done` holds what is in NFKC
     already, and `data[base:pos]` follows it, in NFKC too; a stretch begins at `pos`.
 
@@ -187,7 +189,8 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
     done: list[bytes] = []
     base = 0
     window, copied, read = WINDOW, 0, 0
-    copies, reads = PASSES * len(data), len(data) // READ_SHARE + 2 * WINDOW
+    # (`skipped`: bytes before `data` left as they are: the work allowed is that of the whole text)
+    copies, reads = PASSES * (skipped + len(data)), (skipped + len(data)) // READ_SHARE + 2 * WINDOW
     notables = notable()
     known: dict[str, str] = {}
     settled: set[str] = set()  # stretches found whole in windows NFKC changed nothing of

@@ -88,6 +88,11 @@ def test_long_texts_get_unicodedatas_answer(parts: list[str], repeat: int, given
         assert encoded in ([], [normal.encode("utf-8", "surrogatepass")])  # the answer's UTF-8, when made
         assert nfkc_module.is_nfkc(text, data) == (normal == text)
         assert all(cost >= 0 for cost in made)
+        # what comes before the first notable character, left as it is, changes nothing of the work
+        # reported (a bounded scan pays it: an attacker review found strings reported `unexamined`)
+        monkeypatch.setattr(nfkc_module, "HEAD_SHARE", 1)
+        again: list[int] = []
+        assert nfkc(text, data, again) == normal and sum(again) == sum(made)
 
 
 @SETTINGS
@@ -150,7 +155,8 @@ def test_kinds_spread_over_many_windows_are_replaced_window_by_window(monkeypatc
     assert len(replaced) - len(whole) >= len(kinds) - nfkc_module.ROUNDS  # the rest, a window each
 
 
-@pytest.mark.parametrize("tail", ["ａ，ｂ" * 3000, "e\u0301" * 100, "ハ\u309a", "\u0301\u0328x", "ｇ"])
+@pytest.mark.parametrize("tail", ["ａ，ｂ" * 3000, "e\u0301" * 100, "ハ\u309a", "\u0301\u0328x", "ｇ",
+                                  "意\u3099" + "日本語の文章です。" * 3000 + "ｘ"])
 def test_what_comes_before_the_first_notable_character_is_left_as_it_is(tail: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """From an attacker review: the first notable character of a mebibyte came at 91% of it (seventeen
@@ -173,6 +179,11 @@ def test_what_comes_before_the_first_notable_character_is_left_as_it_is(tail: st
     assert all(length <= len(tail) + 1 for length in seen + calls), (len(text), seen, calls)
     before = len(seen)
     assert nfkc(head) is head and len(seen) == before  # and a text without any is itself, untouched
+    made: list[int] = []
+    nfkc(text, None, made)
+    monkeypatch.setattr(nfkc_module, "HEAD_SHARE", 1)  # the head looked at: the same work reported
+    looked: list[int] = []
+    assert nfkc(text, None, looked) == expected and sum(looked) == sum(made)
 
 
 @pytest.mark.parametrize("text", [
