@@ -116,6 +116,8 @@ def _printable(text: str, multiline: bool) -> bool:
         return not any(c in text for c in _ASCII_UNPRINTABLE_MULTILINE)
     if text.isprintable():  # C speed: the common case costs one pass
         return not has_invisible(text)
+    if "\n" not in text and "\t" not in text:  # (a byte search each, where removing them copies the text)
+        return False
     return text.replace("\n", "").replace("\t", "").isprintable() and not has_invisible(text)
 
 

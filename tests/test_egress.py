@@ -383,3 +383,13 @@ def test_the_review_walks_shortcuts_change_nothing_the_walk_would_not(tree: dict
         walked = egress.clean_envelope(envelope).to_dict()
     assert quick == walked
     assert all(shows(ch) or ch == "\n" for text in strings(quick["data"]["review"]) for ch in text)
+
+
+@pytest.mark.parametrize("text", ["a\u00a0b", "a\u00a0b\nc", "a\nb\tc", "a\nb\u200bc", "a\x07b\n", "plain", "a\tb\u00a0"])
+@pytest.mark.parametrize("multiline", [True, False])
+def test_printable_answers_as_removing_newline_and_tab_would(text: str, multiline: bool) -> None:
+    """Text that is not printable and holds neither newline nor tab is told so by two byte searches
+    (removing them copied a mebibyte review twice); the answer is the long way's."""
+    long_way = (text.replace("\n", "").replace("\t", "") if multiline else text).isprintable() \
+        and not egress.has_invisible(text)
+    assert egress._printable(text * 300, multiline) is long_way
