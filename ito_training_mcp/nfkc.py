@@ -56,6 +56,7 @@ DENSE = 4  # places to change in a window from which its stretches are replaced 
 PASSES = 6  # passes over the text (a copy, each stretch replaced) the replacing in all the rest may take
 READ_SHARE = 8  # windows read, in all, past this share of the text (and two windows): `unicodedata` takes the rest
 HEAD_SHARE = 4  # a text whose first notable character lies past this share of it is looked at from there on
+CHANGED_AHEAD = 1 << 16  # bytes from the first notable character `is_nfkc` searches before it reads any stretch
 SHORT = 1024  # characters: a text no longer than this goes to `unicodedata` (it costs little there)
 # What `unicodedata`'s NFKC costs a character (of the longer of the text and its NFKC), in bytes of a
 # search (about a nanosecond each): 12 ns for ASCII with a no-break space, 50-80 ns for characters
@@ -133,11 +134,12 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
 
 def is_nfkc(text: str, data: bytes | None = None) -> bool:
     """Is `text` in NFKC? Unicode's quick check, unless the bytes show a character that may compose
-    (CPython's check would normalise all of the text to tell): then not if the window at the first
-    notable character holds a character NFKC changes standing alone (NFKC never makes one) or a
-    stretch NFKC changes (a text that is not in NFKC mostly shows it there, and a prefix of a text in
-    NFKC is in NFKC), nor if the rest holds such a character (one search), else the stretches are
-    read until the first that NFKC changes (`_stretched`'s check)."""
+    (CPython's check would normalise all of the text to tell): then not if the text holds a character
+    NFKC changes standing alone (NFKC never makes one) within CHANGED_AHEAD bytes of its first
+    notable character, nor if the window at that character holds a stretch NFKC changes (a text that
+    is not in NFKC mostly shows it there, and a prefix of a text in NFKC is in NFKC), nor if the rest
+    holds such a character (one search), else the stretches are read until the first that NFKC
+    changes (`_stretched`'s check)."""
     if text.isascii():
         return True
     search = _notable_search() if len(text) > SHORT else None
@@ -153,8 +155,10 @@ def is_nfkc(text: str, data: bytes | None = None) -> bool:
         return first < 0 or (changed(data, first) < 0 and _stretched(text, data, search, None, 0, check=True) is text)
     end = _char_start(data, end)
     head = data[:end]
-    if changed(head, first) >= 0 or _stretched(_text(head), head, search, None, 0, check=True) is None \
-            or changed(data, end) >= 0:
+    # (a character NFKC changes alone is looked for in a stretch of text past the window too: the
+    # search is cheap there, and reading the window's stretches costs as much as searching 300 KB)
+    if changed(data[first:first + CHANGED_AHEAD], 0) >= 0 \
+            or _stretched(_text(head), head, search, None, 0, check=True) is None or changed(data, end) >= 0:
         return False
     return _stretched(text, data, search, None, 0, check=True) is text
 

@@ -360,11 +360,11 @@ def test_a_text_not_in_nfkc_is_told_so_by_the_window_at_its_first_notable_charac
     monkeypatch.setattr(nfkc_module, "_changed_search",
                         lambda: lambda data, pos: searched.append(len(data) - pos) or real(data, pos))
     text = "{\"labels\": [" + ", ".join(f"\"パスワードではないハ\u309a評価 {i}\"" for i in range(20_000)) + "]}"
-    assert not nfkc_module.is_nfkc(text) and all(length <= nfkc_module.WINDOW for length in searched)
+    assert not nfkc_module.is_nfkc(text) and all(length <= nfkc_module.CHANGED_AHEAD for length in searched)
     searched.clear()
     # in NFKC, a composing mark that composes with nothing in each: its window searched, then the rest
     composed = unicodedata.normalize("NFKC", text.replace("評価", "評価x\u309a"))
-    assert nfkc_module.is_nfkc(composed) and len(searched) == 2 and min(searched) <= nfkc_module.WINDOW
+    assert nfkc_module.is_nfkc(composed) and len(searched) == 2 and min(searched) <= nfkc_module.CHANGED_AHEAD
     late = composed + "ｘ"  # a character NFKC changes alone, at the end: that search tells
     assert not nfkc_module.is_nfkc(late) and len(searched) == 4
 
@@ -386,3 +386,21 @@ def test_texts_normalised_joined_whole_or_taken_apart_alike(parts: list[str], re
     assert whole == apart and encoded in ([], [whole.encode("utf-8", "surrogatepass")])
     if len(whole.split("\x00")) == len(values) and all(whole.split("\x00")):
         assert whole == "\x00".join(unicodedata.normalize("NFKC", value) for value in values)
+
+
+def test_a_character_nfkc_changes_alone_soon_after_the_first_notable_one_is_found_before_any_stretch_is_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """From an attacker review's text (a titlo after each Cyrillic letter, then letters with a
+    diaeresis): the first character NFKC changes alone stood just past the window at the first
+    notable character, and reading that window's stretches cost three times the search that finds
+    it. The search goes first, over a stretch of text past the window."""
+    if nfkc_module._notable_search() is None:
+        pytest.skip("RE2 is not installed")
+    read: list[int] = []
+    real = nfkc_module._stretched
+    monkeypatch.setattr(nfkc_module, "_stretched", lambda text, *rest, **named: read.append(len(text))
+                        or real(text, *rest, **named))
+    # (a voicing mark after "x" at the end, which composes with nothing: a text that may compose)
+    text = "x" * 5000 + "\u0436\u0483" * 3000 + "\u062a\u00a8" + "\u0436\u0483" * 100_000 + "x\u309a"
+    assert not nfkc_module.is_nfkc(text) and read == []
+    assert nfkc_module.is_nfkc(unicodedata.normalize("NFKC", text))
