@@ -89,18 +89,21 @@ def nfkc(text: str, data: bytes | None = None, made: list[int] | None = None,
     if at < 0:  # no notable character: each stretch is its own NFKC
         _give(encoded, data)
         return text
-    if at >= len(data) // HEAD_SHARE:  # what comes before the stretch holding it is in NFKC: left as it is
+    # (whether the bytes may compose is asked of all of them, as the quick check's answer is: their
+    # byte search is looser than the characters, and the work reported stays the whole text's)
+    composing = decomposed_anchors.composing_begun(data)
+    if at > 0 and at >= len(data) // HEAD_SHARE:  # what comes before the stretch holding it is in NFKC: left
         start = _char_start(data, at - 1)
         rest = _text(data[start:])
         made_rest: list[bytes] = []
-        normal = _from_notable(rest, data[start:], search, made, at - start, made_rest, start)
+        normal = _from_notable(rest, data[start:], search, made, at - start, made_rest, composing, start)
         if normal is rest:
             _give(encoded, data)
             return text
         if made_rest:
             _give(encoded, data[:start] + made_rest[0])
         return text[:len(text) - len(rest)] + normal
-    return _from_notable(text, data, search, made, at, encoded)
+    return _from_notable(text, data, search, made, at, encoded, composing)
 
 
 def _give(encoded: list[bytes] | None, data: bytes) -> None:
@@ -109,10 +112,11 @@ def _give(encoded: list[bytes] | None, data: bytes) -> None:
 
 
 def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], made: list[int] | None,
-                  at: int, encoded: list[bytes] | None, skipped: int = 0) -> str:
-    """`nfkc` of a text whose first notable character is at byte `at`. `skipped`: the bytes before
+                  at: int, encoded: list[bytes] | None, composing: bool, skipped: int = 0) -> str:
+    """`nfkc` of a text whose first notable character is at byte `at`. `composing`: whether the bytes
+    of the whole text may compose (`decomposed_anchors.composing_begun`). `skipped`: the bytes before
     it that were left as they are (the work allowed, and reported in `made`, is that of the whole)."""
-    if not decomposed_anchors.composing_begun(data) and unicodedata.is_normalized("NFKC", text):
+    if not composing and unicodedata.is_normalized("NFKC", text):
         _give(encoded, data)
         return text
     left, rounds = KIND_REPLACED, ROUNDS
