@@ -240,7 +240,7 @@ def _nothing_more(engine: Engine, data: Any, sep: Any, pos: int) -> bool:
         begin = data.rfind(sep, 0, at - 1) + 1
         end = data.find(sep, at - 1)
         more = frozenset(engine.anchored_rules(data[begin:len(data) if end < 0 else end]))
-        if more <= rules:  # (an anchor that ends there and triggers nothing new: cannot happen)
+        if more <= rules:  # nothing new to search for (every rule is in already, say): the passes decide
             return False
         rules |= more
         # (from the separator before `pos`: a rule that checks the character before its match reads it
