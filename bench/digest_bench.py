@@ -7,6 +7,7 @@ medians is reported beside it). Fake credentials are assembled at run time from 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -396,10 +397,49 @@ def hostile_inputs() -> dict[str, bytes]:
                and not any(unicodedata.combining(x) for x in unicodedata.normalize("NFKC", c))][:1000]
     out["NUL and 1,000 kinds of character NFKC changes in each string"] = _filled_list(
         [], None, lambda i: "\x00" + "".join(random.Random(i).sample(changed, len(changed)))[:1023])
+    # Thirteenth round, after the attacker reviews' own inputs: valid manifests where every label holds
+    # a place ("tokenizer") and changes under NFKC in its own way, so that every label must be read
+    # normalised and no replacement serves two of them: Cyrillic letters each followed by two marks
+    # of different classes out of canonical order (NFKC reorders them); the same letters each followed
+    # by one of 31 compatibility characters (NFKC spells each out, some as a space and a mark).
+    out.update(_own_way_labels(suites))
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
     out["every character \\u-escaped"] = escaped.replace(unit, "".join(f"\\u{ord(c):04x}" for c in unit)).encode()
     return {name: content for name, content in out.items() if len(content) <= MIB}
+
+
+def _own_way_labels(suites: Callable[..., dict[str, Any]]) -> dict[str, bytes]:
+    """The thirteenth round's two inputs (see `hostile_inputs`), each label made from its own seed."""
+    letters = [chr(c) for c in range(0x430, 0x450)]
+    marks = sorted((chr(c) for c in (*range(0x5B0, 0x5BE), 0x5BF, 0x5C1, 0x5C2, *range(0x64B, 0x660), 0x670, 0x711,
+                                     *range(0x730, 0x74B), *range(0x483, 0x488)) if unicodedata.combining(chr(c))),
+                   key=lambda c: (unicodedata.combining(c), c))
+    compat = [c for c in map(chr, range(0xA0, 0x2000)) if unicodedata.decomposition(c).startswith("<")
+              and unicodedata.normalize("NFKC", c) != c and not unicodedata.category(c).startswith(("Z", "C"))][:31]
+
+    def reordered(rng: random.Random) -> str:
+        first, second = rng.sample([m for m in marks if unicodedata.combining(m) != 230], 1) + rng.sample(
+            [m for m in marks if unicodedata.combining(m) == 230], 1)
+        return rng.choice(letters) + second + first  # class 230 before a lower class: NFKC swaps them
+
+    def spelt(rng: random.Random) -> str:
+        return rng.choice(letters) + rng.choice(compat)
+
+    def labels(unit: Callable[[random.Random], str], n: int) -> list[str]:
+        made = []
+        for i in range(n):
+            rng = random.Random(i)
+            label = "tokenizer"
+            while len(label) < 195:
+                label += unit(rng)
+            made.append(label[:195] + str(i % 10))
+        return made
+
+    return {"labels with 'tokenizer', then marks out of order, each label in a list its own (valid)":
+            _filled_labels(lambda n: suites(*labels(reordered, n))),
+            "labels with 'tokenizer', then 31 kinds of compatibility character, each label in a list its own (valid)":
+            _filled_labels(lambda n: suites(*labels(spelt, n)))}
 
 
 def _filled_list(first: list[str], unit: str | None, make: Callable[[int], str] | None = None) -> bytes:
@@ -429,6 +469,35 @@ def _filled_labels(make: Callable[[int], dict[str, Any]]) -> bytes:
     return json.dumps(make(low), ensure_ascii=False).encode()
 
 
+def _nfkc_alone_ms(content: bytes, reps: int = 3) -> float:
+    """What normalising the document's keys and strings (joined by NUL, as the scanner joins them)
+    costs on its own, with the faster of CPython's `unicodedata` and the scanner's `nfkc` (which
+    replaces what it can and leaves the rest to `unicodedata`): the least of `reps` runs, in ms.
+    Any scanner that reads every string normalised pays at least this with these normalisers."""
+    import ito_training_mcp.nfkc as nfkc_module
+
+    strings: list[str] = []
+    stack: list[Any] = [json.loads(content)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            strings.append(node)
+        elif isinstance(node, dict):
+            strings += node
+            stack += node.values()
+        elif isinstance(node, list):
+            stack += node
+    joined = "\x00".join(strings)
+    nfkc_module.nfkc(joined)  # first use builds its tables
+    best = float("inf")
+    for normalise in (functools.partial(unicodedata.normalize, "NFKC"), nfkc_module.nfkc):
+        for _ in range(reps):
+            started = time.perf_counter()
+            normalise(joined)
+            best = min(best, time.perf_counter() - started)
+    return best * MS
+
+
 async def bench_digest_hostile(reps: int, workdir: Path) -> Result:
     from ito_training_mcp.service import TrainingService
 
@@ -444,10 +513,19 @@ async def bench_digest_hostile(reps: int, workdir: Path) -> Result:
                            "outcome": "accepted" if envelope.ok else envelope.error.code.value,
                            "kinds": sorted({f["kind"] for f in (envelope.error.details or {}).get("findings", [])})
                            if not envelope.ok else []}
+        if envelope.ok and per_input[name]["ratio"] > 5.0:  # what NFKC alone costs there (`_nfkc_alone_ms`)
+            per_input[name]["nfkc_alone_ms"] = _nfkc_alone_ms(content)
+            per_input[name]["nfkc_alone_ratio"] = ratio(per_input[name]["nfkc_alone_ms"], base_ms)
     worst_name = max(per_input, key=lambda n: per_input[n]["ratio"])
     worst = per_input[worst_name]
     rows = [Row(f"worst: {worst_name}", worst["tool_ms"], worst["baseline_ms"], "ms", worst["ratio"], "<= 5x",
                 worst["ratio"] <= 5.0)]
+    floors = [n for n in per_input if "nfkc_alone_ratio" in per_input[n]]
+    if floors:
+        floor_name = max(floors, key=lambda n: per_input[n]["nfkc_alone_ratio"])
+        floor = per_input[floor_name]
+        rows.append(Row(f"NFKC alone of the strings of an accepted input above 5x, the faster of two: {floor_name}",
+                        floor["nfkc_alone_ms"], floor["baseline_ms"], "ms", floor["nfkc_alone_ratio"], "report", None))
     calm_name = max(per_input, key=lambda n: per_input[n]["min_ratio"])
     rows.append(Row(f"worst least-disturbed run: {calm_name}", per_input[calm_name]["min_ratio"], 1.0, "x",
                     per_input[calm_name]["min_ratio"], "report", None))

@@ -633,3 +633,48 @@ def test_a_text_holding_invisible_characters_is_looked_at_as_it_stands(bounded: 
         with pytest.MonkeyPatch.context() as monkeypatch:
             with_search, without = _scan_both_ways(document, monkeypatch)
         assert with_search == without
+
+
+def _own_way_label(seed: int, compatibility: bool) -> str:
+    """A label that NFKC changes in its own way: "tokenizer" (a place), then Cyrillic letters each
+    followed by two marks out of canonical order (NFKC swaps them) or by one compatibility character
+    (NFKC spells it out, some as a space and a mark): the benchmark's two thirteenth-round inputs."""
+    import random
+
+    rng = random.Random(seed)
+    low = [chr(c) for c in (*range(0x5B0, 0x5BE), *range(0x64B, 0x653))]  # classes 10-33
+    high = [chr(c) for c in range(0x483, 0x488)]  # class 230
+    spelt = "¨ª¯²³´µ¸¹º¼½¾ĲĳĿŀŉſǄǅǆǇǈǉǊǋǌǱǲǳ"
+    label = "tokenizer"
+    while len(label) < 150:
+        letter = chr(rng.randrange(0x430, 0x450))
+        label += letter + (rng.choice(spelt) if compatibility else rng.choice(high) + rng.choice(low))
+    return label
+
+
+@pytest.mark.parametrize("compatibility", [False, True])
+def test_labels_that_each_change_their_own_way_are_accepted_and_a_credential_only_nfkc_spells_is_found(
+        compatibility: bool) -> None:
+    """Every label holds a place and changes under NFKC in its own way, so each is read normalised
+    (what the benchmark's costliest inputs are made of): the manifest passes gate 2, and a credential
+    written in full-width letters after one such label's text is found at its pointer."""
+    from ito_training_mcp import manifest
+    from ito_training_mcp.errors import ManifestRefusal
+
+    from .conftest import EXAMPLE_MANIFEST
+
+    labels = [_own_way_label(i, compatibility) for i in range(40)]
+    assert all(unicodedata.normalize("NFKC", label) != label for label in labels)
+    document = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    document["data"] = [{**document["data"][0], "name": f"shard-{r}", "decontamination": {
+        **document["data"][0]["decontamination"], "eval_suites": labels}} for r in range(8)]
+    manifest.parse_manifest(json.dumps(document, ensure_ascii=False).encode())  # accepted
+
+    wide = "".join(chr(ord(c) + 0xFEE0) for c in CANARY_GITHUB)  # ｇｈｐ＿…: only NFKC spells the token
+    document["data"][5]["decontamination"]["eval_suites"] = [*labels[:30], labels[30] + " " + wide, *labels[31:]]
+    with pytest.raises(ManifestRefusal) as refused:
+        manifest.parse_manifest(json.dumps(document, ensure_ascii=False).encode())
+    assert refused.value.code == "MANIFEST_SECRET"
+    assert [(f["pointer"], f["kind"]) for f in refused.value.details["findings"]] == [
+        ("/data/5/decontamination/eval_suites/30", "github_token")]
+    assert CANARY_GITHUB not in json.dumps(refused.value.details)
