@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from .config import ManifestSettings
 from .egress import LocalText, LocalTree
-from .look_ahead import LookAhead
+from .look_ahead import LookAhead, prompt_turns
 from .manifest import SCHEMA_VERSION, Parsed, TrainingManifest, parse_checked
 from .manifest_characters import shown_as_is
 from .review_layout import review_strings, review_text
@@ -127,6 +127,14 @@ async def read_and_digest(path: object, settings: ManifestSettings, *, summarize
     if loop is None:
         return digest_bytes(await anyio.to_thread.run_sync(functools.partial(read_manifest, path, settings)),
                             summarize=summarize)
+    with prompt_turns():  # the worker's looks and hash take the GIL back within the parse
+        return await _read_and_digest_beside(loop, path, settings, summarize)
+
+
+async def _read_and_digest_beside(loop: asyncio.AbstractEventLoop, path: object, settings: ManifestSettings,
+                                  summarize: bool) -> DigestedManifest:
+    """`read_and_digest` under asyncio: the worker reads, hands the bytes over, looks and hashes; this
+    thread parses and checks meanwhile."""
     handed: asyncio.Future[bytes] = loop.create_future()
     hashed: list[FileBytes] = []
     hashed_now = threading.Event()

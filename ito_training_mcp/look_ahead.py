@@ -12,12 +12,18 @@ as it is taken, and asked for when it is needed (`manifest.parse_checked`).
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
+from collections.abc import Iterator
 
 from . import secret_scan
 from .manifest_characters import BytesLook, look_at_bytes
 
 WAIT_S = 5.0  # bounded work that cannot hang (a few searches of a mebibyte at most): milliseconds
+# How long a thread holding the GIL keeps one that asks for it waiting, while a look runs beside a
+# parse (`prompt_turns`); CPython's default is 5 ms, longer than the parse of a mebibyte.
+TURN_S = 5e-4
 
 
 class LookAhead:
@@ -63,3 +69,37 @@ class LookAhead:
         """`secret_scan.first_ascii_anchor` and `secret_scan.first_any_form_place` of `content`, each
         None when not taken."""
         return self._places if self._searched.wait(WAIT_S) and self._content is content else (None, None)
+
+
+_turns = threading.Lock()
+_looking = 0  # looks under way (`prompt_turns`)
+_interval_before: float | None = None  # the interval to restore once none is
+
+
+@contextlib.contextmanager
+def prompt_turns() -> Iterator[None]:
+    """While a look runs beside a parse: the interpreter's switch interval at most TURN_S.
+
+    The looks are searches that let go of the GIL, but each must take it back to hand over its answer
+    and start the next, and the hash after them once more. The parse holds the GIL meanwhile, and
+    CPython makes a thread that asks for it wait a switch interval (5 ms) before the holder is asked
+    to let go: longer than the parse of a mebibyte, so the looks and the hash used to finish only once
+    the parse waited for them, as if taken after it (0.3x of the two shapes' ratios, bench/README.md).
+    The interval is process-wide: it is lowered when the first look begins (never raised: a host's
+    shorter interval stays) and restored when the last one ends."""
+    global _looking, _interval_before
+    with _turns:
+        if _looking == 0:
+            current = sys.getswitchinterval()
+            _interval_before = current if current > TURN_S else None
+            if _interval_before is not None:
+                sys.setswitchinterval(TURN_S)
+        _looking += 1
+    try:
+        yield
+    finally:
+        with _turns:
+            _looking -= 1
+            if _looking == 0 and _interval_before is not None:
+                sys.setswitchinterval(_interval_before)
+                _interval_before = None

@@ -639,3 +639,75 @@ async def test_without_asyncio_the_read_and_its_hash_come_first(
     assert_digested(env, marked_path, marked_bytes(example_document))
     missing = await TrainingService().digest_manifest(marked_path + "-missing")
     assert_refused(missing, "MANIFEST_NOT_FOUND", marker=None)
+
+
+async def test_the_switch_interval_is_short_while_the_checks_parse_and_restored_after(
+        safe_dir: Path, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the worker looks and hashes beside the checks, a thread asking for the GIL waits at most
+    TURN_S; afterwards the interval is what it was, after a digest and after a refusal alike."""
+    import sys
+
+    from ito_training_mcp import digest, look_ahead
+
+    seen: list[float] = []
+    real_parse = digest.parse_checked
+
+    def parse(content: bytes, ahead: Any = None) -> Any:
+        seen.append(sys.getswitchinterval())
+        return real_parse(content, ahead)
+
+    monkeypatch.setattr(digest, "parse_checked", parse)
+    before = sys.getswitchinterval()
+    assert before > look_ahead.TURN_S
+    path = safe_dir / "manifest.json"
+    path.write_bytes(marked_bytes(example_document) + b"\n" * 70_000)
+    os.chmod(path, 0o600)
+    bad = safe_dir / "bad.json"
+    bad.write_bytes(b"{" + b" " * 70_000)
+    os.chmod(bad, 0o600)
+    service = TrainingService()
+    try:
+        assert_digested(await service.digest_manifest(str(path)), str(path), path.read_bytes())
+        assert_refused(await service.digest_manifest(str(bad)), "MANIFEST_INVALID_JSON", marker=None)
+        assert seen == [look_ahead.TURN_S, look_ahead.TURN_S]
+        assert sys.getswitchinterval() == before
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_turns_overlapping_in_threads_restore_the_interval_once_the_last_ends() -> None:
+    """Looks under way in several threads at once: the interval stays short until the last ends, is
+    then restored, and a host's interval already shorter than TURN_S is left as it is."""
+    import sys
+    import threading
+
+    from ito_training_mcp import look_ahead
+
+    before = sys.getswitchinterval()
+    assert before > look_ahead.TURN_S
+    inside, release = threading.Barrier(3), threading.Event()
+    during: list[float] = []
+
+    def look() -> None:
+        with look_ahead.prompt_turns():
+            inside.wait(5)
+            release.wait(5)
+            during.append(sys.getswitchinterval())
+
+    threads = [threading.Thread(target=look) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    inside.wait(5)  # both are inside
+    assert sys.getswitchinterval() == look_ahead.TURN_S
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert during == [look_ahead.TURN_S] * 2
+    assert sys.getswitchinterval() == before
+    try:
+        sys.setswitchinterval(look_ahead.TURN_S / 4)
+        with look_ahead.prompt_turns():
+            assert sys.getswitchinterval() == look_ahead.TURN_S / 4
+        assert sys.getswitchinterval() == look_ahead.TURN_S / 4
+    finally:
+        sys.setswitchinterval(before)
