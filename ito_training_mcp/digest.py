@@ -127,14 +127,6 @@ async def read_and_digest(path: object, settings: ManifestSettings, *, summarize
     if loop is None:
         return digest_bytes(await anyio.to_thread.run_sync(functools.partial(read_manifest, path, settings)),
                             summarize=summarize)
-    with prompt_turns():  # the worker's looks and hash take the GIL back within the parse
-        return await _read_and_digest_beside(loop, path, settings, summarize)
-
-
-async def _read_and_digest_beside(loop: asyncio.AbstractEventLoop, path: object, settings: ManifestSettings,
-                                  summarize: bool) -> DigestedManifest:
-    """`read_and_digest` under asyncio: the worker reads, hands the bytes over, looks and hashes; this
-    thread parses and checks meanwhile."""
     handed: asyncio.Future[bytes] = loop.create_future()
     hashed: list[FileBytes] = []
     hashed_now = threading.Event()
@@ -157,10 +149,12 @@ async def _read_and_digest_beside(loop: asyncio.AbstractEventLoop, path: object,
     if not handed.done():  # a small file, or the read refused (or failed) before handing anything over
         return digest_bytes(reading.result(), summarize=summarize)  # raises the read's refusal
     content = handed.result()
-    parsed = parse_checked(content, ahead)
-    # Past the look the worker only hashes what it read (bounded work that cannot hang, and
-    # usually done by now): waiting for it here spares two turns of the event loop.
-    file = hashed[0] if hashed_now.wait(_HASH_WAIT_S) else await reading
+    with prompt_turns():  # the worker's looks and hash take the GIL back within the parse (no await in it)
+        parsed = parse_checked(content, ahead)
+        # Past the look the worker only hashes what it read (bounded work that cannot hang, and
+        # usually done by now): waiting for it here spares two turns of the event loop.
+        hashed_in_time = hashed_now.wait(_HASH_WAIT_S)
+    file = hashed[0] if hashed_in_time else await reading
     if file.content is not content:  # pragma: no cover - read_regular_file hands over what it returns
         raise RuntimeError("gate 2: the bytes hashed are not the bytes checked")
     return _digested(file, parsed, summarize)

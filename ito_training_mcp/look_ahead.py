@@ -21,8 +21,8 @@ from . import secret_scan
 from .manifest_characters import BytesLook, look_at_bytes
 
 WAIT_S = 5.0  # bounded work that cannot hang (a few searches of a mebibyte at most): milliseconds
-# How long a thread holding the GIL keeps one that asks for it waiting, while a look runs beside a
-# parse (`prompt_turns`); CPython's default is 5 ms, longer than the parse of a mebibyte.
+# How long a thread holding the GIL keeps one that asks for it waiting, while a parse runs beside a
+# look (`prompt_turns`); CPython's default is 5 ms, longer than the parse of a mebibyte.
 TURN_S = 5e-4
 
 
@@ -72,21 +72,23 @@ class LookAhead:
 
 
 _turns = threading.Lock()
-_looking = 0  # looks under way (`prompt_turns`)
+_looking = 0  # parses under way beside a look (`prompt_turns`)
 _interval_before: float | None = None  # the interval to restore once none is
 
 
 @contextlib.contextmanager
 def prompt_turns() -> Iterator[None]:
-    """While a look runs beside a parse: the interpreter's switch interval at most TURN_S.
+    """While a parse runs beside the worker's look and hash: the interpreter's switch interval at most
+    TURN_S. For a block without a suspension point (a task abandoned inside it would keep the count).
 
-    The looks are searches that let go of the GIL, but each must take it back to hand over its answer
-    and start the next, and the hash after them once more. The parse holds the GIL meanwhile, and
-    CPython makes a thread that asks for it wait a switch interval (5 ms) before the holder is asked
-    to let go: longer than the parse of a mebibyte, so the looks and the hash used to finish only once
-    the parse waited for them, as if taken after it (0.3x of the two shapes' ratios, bench/README.md).
-    The interval is process-wide: it is lowered when the first look begins (never raised: a host's
-    shorter interval stays) and restored when the last one ends."""
+    The looks are mostly searches that let go of the GIL, but each must take it back to hand over its
+    answer and start the next, and the hash after them once more. The parse holds the GIL meanwhile,
+    and CPython makes a thread that asks for it wait a switch interval (5 ms) before the holder is
+    asked to let go: longer than the parse of a mebibyte, so the looks and the hash used to finish
+    only once the parse waited for them, as if taken after it (0.3x of the two shapes' ratios,
+    bench/README.md). The interval is process-wide: it is lowered when the first such block begins
+    (never raised: a host's shorter interval stays) and restored when the last one ends, unless the
+    host set one meanwhile."""
     global _looking, _interval_before
     with _turns:
         if _looking == 0:
@@ -101,5 +103,6 @@ def prompt_turns() -> Iterator[None]:
         with _turns:
             _looking -= 1
             if _looking == 0 and _interval_before is not None:
-                sys.setswitchinterval(_interval_before)
+                if sys.getswitchinterval() == TURN_S:  # (a host that set its own meanwhile keeps it)
+                    sys.setswitchinterval(_interval_before)
                 _interval_before = None

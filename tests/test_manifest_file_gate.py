@@ -643,8 +643,9 @@ async def test_without_asyncio_the_read_and_its_hash_come_first(
 
 async def test_the_switch_interval_is_short_while_the_checks_parse_and_restored_after(
         safe_dir: Path, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    """While the worker looks and hashes beside the checks, a thread asking for the GIL waits at most
-    TURN_S; afterwards the interval is what it was, after a digest and after a refusal alike."""
+    """While the checks parse beside the worker's look and hash, a thread asking for the GIL waits at
+    most TURN_S; afterwards the interval is what it was, after a digest and after a refusal alike. A
+    small file (nothing beside its parse) leaves it alone."""
     import sys
 
     from ito_training_mcp import digest, look_ahead
@@ -665,11 +666,18 @@ async def test_the_switch_interval_is_short_while_the_checks_parse_and_restored_
     bad = safe_dir / "bad.json"
     bad.write_bytes(b"{" + b" " * 70_000)
     os.chmod(bad, 0o600)
+    small = safe_dir / "small.json"
+    small.write_bytes(marked_bytes(example_document))
+    os.chmod(small, 0o600)
     service = TrainingService()
     try:
         assert_digested(await service.digest_manifest(str(path)), str(path), path.read_bytes())
+        assert sys.getswitchinterval() == before
         assert_refused(await service.digest_manifest(str(bad)), "MANIFEST_INVALID_JSON", marker=None)
-        assert seen == [look_ahead.TURN_S, look_ahead.TURN_S]
+        assert sys.getswitchinterval() == before
+        assert_digested(await service.digest_manifest(str(small)), str(small), small.read_bytes())
+        # a small file is hashed first and parsed with nothing beside it: the interval is left alone
+        assert seen == [look_ahead.TURN_S, look_ahead.TURN_S, before]
         assert sys.getswitchinterval() == before
     finally:
         sys.setswitchinterval(before)
@@ -677,7 +685,8 @@ async def test_the_switch_interval_is_short_while_the_checks_parse_and_restored_
 
 def test_turns_overlapping_in_threads_restore_the_interval_once_the_last_ends() -> None:
     """Looks under way in several threads at once: the interval stays short until the last ends, is
-    then restored, and a host's interval already shorter than TURN_S is left as it is."""
+    then restored, and a host's interval already shorter than TURN_S, or set while a look ran, is
+    left as it is."""
     import sys
     import threading
 
@@ -709,5 +718,9 @@ def test_turns_overlapping_in_threads_restore_the_interval_once_the_last_ends() 
         with look_ahead.prompt_turns():
             assert sys.getswitchinterval() == look_ahead.TURN_S / 4
         assert sys.getswitchinterval() == look_ahead.TURN_S / 4
+        sys.setswitchinterval(before)
+        with look_ahead.prompt_turns():
+            sys.setswitchinterval(0.002)  # the host sets its own while a look runs: it keeps it
+        assert sys.getswitchinterval() == 0.002
     finally:
         sys.setswitchinterval(before)
