@@ -120,8 +120,9 @@ async def read_and_digest(path: object, settings: ManifestSettings, *, summarize
     Under asyncio the worker hands the bytes over as soon as every check of the read has passed,
     with a call that does not wait, and then looks at them (`look_ahead.py`: the character rule's
     look, and the scanner's first search) and hashes them. The parse, which holds the GIL, and the
-    searches and the hash, which let go of it, run at once; the checks take each look when they need
-    it. The digest is of the very object checked. Under any other event loop: the read and its hash,
+    searches and the hash, which let go of it, run at once (`look_ahead.prompt_turns` keeps the
+    worker's waits for the GIL short meanwhile); the checks take each look when they need it. The
+    digest is of the very object checked. Under any other event loop: the read and its hash,
     then the checks."""
     loop = _running_asyncio_loop()
     if loop is None:
