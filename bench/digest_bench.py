@@ -398,10 +398,11 @@ def hostile_inputs() -> dict[str, bytes]:
     out["NUL and 1,000 kinds of character NFKC changes in each string"] = _filled_list(
         [], None, lambda i: "\x00" + "".join(random.Random(i).sample(changed, len(changed)))[:1023])
     # Thirteenth round, after the attacker reviews' own inputs: valid manifests where every label holds
-    # a place ("tokenizer") and changes under NFKC in its own way, so that every label must be read
-    # normalised and no replacement serves two of them: Cyrillic letters each followed by two marks
-    # of different classes out of canonical order (NFKC reorders them); the same letters each followed
-    # by one of 31 compatibility characters (NFKC spells each out, some as a space and a mark).
+    # a place ("tokenizer") every 40 characters and changes under NFKC in its own way, so that all of
+    # every label must be read normalised and no replacement serves two of them: between the places,
+    # Cyrillic letters each followed by two marks of different classes out of canonical order (NFKC
+    # reorders them), or by one of 31 compatibility characters (NFKC spells each out, some as a space
+    # and a mark).
     out.update(_own_way_labels(suites))
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
@@ -430,15 +431,15 @@ def _own_way_labels(suites: Callable[..., dict[str, Any]]) -> dict[str, bytes]:
         made = []
         for i in range(n):
             rng = random.Random(i)
-            label = "tokenizer"
-            while len(label) < 195:
-                label += unit(rng)
+            label = ""
+            while len(label) < 195:  # a place every ~40 characters: no window around places leaves any out
+                label += "tokenizer" if len(label) % 40 < 3 else unit(rng)
             made.append(label[:195] + str(i % 10))
         return made
 
-    return {"labels with 'tokenizer', then marks out of order, each label in a list its own (valid)":
+    return {"labels with 'tokenizer' every 40 characters, marks out of order between, each label its own (valid)":
             _filled_labels(lambda n: suites(*labels(reordered, n))),
-            "labels with 'tokenizer', then 31 kinds of compatibility character, each label in a list its own (valid)":
+            "labels with 'tokenizer' every 40 characters, 31 kinds of compatibility character between (valid)":
             _filled_labels(lambda n: suites(*labels(spelt, n)))}
 
 
@@ -470,10 +471,11 @@ def _filled_labels(make: Callable[[int], dict[str, Any]]) -> bytes:
 
 
 def _nfkc_alone_ms(content: bytes, reps: int = 3) -> float:
-    """What normalising the document's keys and strings (joined by NUL, as the scanner joins them)
-    costs on its own, with the faster of CPython's `unicodedata` and the scanner's `nfkc` (which
-    replaces what it can and leaves the rest to `unicodedata`): the least of `reps` runs, in ms.
-    Any scanner that reads every string normalised pays at least this with these normalisers."""
+    """What normalising the document's keys and strings that are not ASCII (an ASCII one is its own
+    NFKC) costs on its own, joined by NUL as the scanner joins them, with the faster of CPython's
+    `unicodedata` and the scanner's `nfkc` (which replaces what it can and leaves the rest to
+    `unicodedata`): the least of `reps` runs, in ms. A scanner that reads those strings normalised
+    pays at least this with these normalisers."""
     import ito_training_mcp.nfkc as nfkc_module
 
     strings: list[str] = []
@@ -487,7 +489,7 @@ def _nfkc_alone_ms(content: bytes, reps: int = 3) -> float:
             stack += node.values()
         elif isinstance(node, list):
             stack += node
-    joined = "\x00".join(strings)
+    joined = "\x00".join(text for text in strings if not text.isascii())
     nfkc_module.nfkc(joined)  # first use builds its tables
     best = float("inf")
     for normalise in (functools.partial(unicodedata.normalize, "NFKC"), nfkc_module.nfkc):
