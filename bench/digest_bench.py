@@ -402,16 +402,18 @@ def hostile_inputs() -> dict[str, bytes]:
     # every label must be read normalised and no replacement serves two of them: between the places,
     # Cyrillic letters each followed by two marks of different classes out of canonical order (NFKC
     # reorders them), or by one of 31 compatibility characters (NFKC spells each out, some as a space
-    # and a mark).
-    out.update(_own_way_labels(suites))
+    # and a mark); no two labels alike.
+    out.update(_own_way_labels(example))
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
     out["every character \\u-escaped"] = escaped.replace(unit, "".join(f"\\u{ord(c):04x}" for c in unit)).encode()
     return {name: content for name, content in out.items() if len(content) <= MIB}
 
 
-def _own_way_labels(suites: Callable[..., dict[str, Any]]) -> dict[str, bytes]:
-    """The thirteenth round's two inputs (see `hostile_inputs`), each label made from its own seed."""
+def _own_way_labels(example: dict[str, Any]) -> dict[str, bytes]:
+    """The thirteenth round's two inputs (see `hostile_inputs`): every label of every reference made
+    from its own seed, so that no two strings are the same (normalising each distinct string once
+    would settle a document whose references repeat one list: an attacker review's find)."""
     letters = [chr(c) for c in range(0x430, 0x450)]
     marks = sorted((chr(c) for c in (*range(0x5B0, 0x5BE), 0x5BF, 0x5C1, 0x5C2, *range(0x64B, 0x660), 0x670, 0x711,
                                      *range(0x730, 0x74B), *range(0x483, 0x488)) if unicodedata.combining(chr(c))),
@@ -427,20 +429,22 @@ def _own_way_labels(suites: Callable[..., dict[str, Any]]) -> dict[str, bytes]:
     def spelt(rng: random.Random) -> str:
         return rng.choice(letters) + rng.choice(compat)
 
-    def labels(unit: Callable[[random.Random], str], n: int) -> list[str]:
-        made = []
-        for i in range(n):
-            rng = random.Random(i)
-            label = ""
-            while len(label) < 195:  # a place every ~40 characters: no window around places leaves any out
-                label += "tokenizer" if len(label) % 40 < 3 else unit(rng)
-            made.append(label[:195] + str(i % 10))
-        return made
+    def label(unit: Callable[[random.Random], str], seed: int) -> str:
+        rng = random.Random(seed)
+        made = ""
+        while len(made) < 195:  # a place every ~40 characters: no window around places leaves any out
+            made += "tokenizer" if len(made) % 40 < 3 else unit(rng)
+        return made[:195] + str(seed % 10)
 
-    return {"labels with 'tokenizer' every 40 characters, marks out of order between, each label its own (valid)":
-            _filled_labels(lambda n: suites(*labels(reordered, n))),
-            "labels with 'tokenizer' every 40 characters, 31 kinds of compatibility character between (valid)":
-            _filled_labels(lambda n: suites(*labels(spelt, n)))}
+    def manifest(unit: Callable[[random.Random], str], n: int) -> dict[str, Any]:
+        ref = example["data"][0]
+        return {**example, "data": [{**ref, "decontamination": {**ref["decontamination"], "eval_suites": [
+            label(unit, r * 1000 + i) for i in range(n)]}} for r in range(256)]}
+
+    return {"labels with 'tokenizer' every 40 characters, marks out of order between, no two alike (valid)":
+            _filled_labels(lambda n: manifest(reordered, n)),
+            "labels with 'tokenizer' every 40 characters, 31 kinds of compatibility character between, "
+            "no two alike (valid)": _filled_labels(lambda n: manifest(spelt, n))}
 
 
 def _filled_list(first: list[str], unit: str | None, make: Callable[[int], str] | None = None) -> bytes:

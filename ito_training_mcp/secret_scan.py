@@ -147,6 +147,30 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
     return found
 
 
+def _locate_distinct(engine: Engine, values: list[str], memo: _Memo, budget: _Budget,
+                     runs_checked: bool) -> dict[int, set[str]]:
+    """`_locate` of a full scan's string values, each distinct one walked once: a manifest's references
+    often repeat one list of labels, and the walk normalises and searches what it is given. Equal
+    strings have equal kinds, so each finding goes to every string equal to the one found, in document
+    order, up to MAX_FINDINGS: the first of them are all strings the walk of the distinct ones reached
+    (it takes them in the order each first occurs, and stops at as many with findings)."""
+    distinct = list(dict.fromkeys(values))
+    if 2 * len(distinct) > len(values):  # few repeats: walked as they are
+        return _locate(engine, values, False, memo, budget, None, runs_checked)
+    found = _locate(engine, distinct, False, memo, budget, None, runs_checked)
+    if not found:
+        return found
+    kinds_of = {distinct[index]: kinds for index, kinds in found.items()}
+    spread: dict[int, set[str]] = {}
+    for index, value in enumerate(values):
+        kinds = kinds_of.get(value)
+        if kinds is not None:
+            spread[index] = set(kinds)
+            if len(spread) == MAX_FINDINGS:
+                break
+    return spread
+
+
 def _unexamined(engine: Engine, data: Any, sep: Any, pos: int, index: int, found: dict[int, set[str]],
                 limit: int) -> None:
     """The work is spent: every further string holding an anchor is reported unexamined (up to the
@@ -460,7 +484,7 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
     invisible_free = source_invisible_free and source is not None and "\\" not in text  # no escape makes one
     value_found = (_locate_in_slices(engine, values, memo, budget, strings.longest_value_bound(), runs_checked,
                                      invisible_free)
-                   if bounded else _locate(engine, values, False, memo, budget, None, runs_checked))
+                   if bounded else _locate_distinct(engine, values, memo, budget, runs_checked))
     if not key_kinds and not value_found:
         return []
     findings: list[Finding] = []

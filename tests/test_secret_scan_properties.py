@@ -275,3 +275,76 @@ def test_one_search_past_the_checked_strings_finds_a_credential_at_the_first_str
     document = {"labels": [f"password policy {i}" for i in range(text_kinds.MAX_SEGMENTS)] + [token, "mmlu"]}
     assert [(f.pointer, f.kind) for f in secret_scan.scan(document)] == \
         [(f"/labels/{text_kinds.MAX_SEGMENTS}", "google_api_key")]
+
+
+_REPEATED = st.one_of(secrets.map(lambda e: e.text), st.sampled_from(BENIGN_VALUES), st.sampled_from(_ANCHORED_BENIGN),
+                      trigger_text, plain, any_text, st.sampled_from(["パスワードではないハ\u309a評価", "ｇｈｐ＿" + "Ａ" * 36,
+                                                                     "tokenizerж\u0483\u05b0", "a\u0301" * 3]))
+
+
+@SETTINGS
+@given(st.lists(_REPEATED, min_size=1, max_size=6), st.lists(st.integers(0, 5), min_size=1, max_size=90), st.booleans())
+def test_a_full_scan_walks_each_distinct_string_once_and_reports_what_walking_all_would(
+        kinds_of_string: list[str], picks: list[int], ascii_only: bool) -> None:
+    """A full scan walks each distinct string value once (`_locate_distinct`) and gives each finding to
+    every string equal to the one found: the same findings as the walk of every string, or, past
+    MAX_FINDINGS strings with findings, MAX_FINDINGS of them, each one the walk of every string
+    reports, the first ones in document order."""
+    labels = [kinds_of_string[pick % len(kinds_of_string)] for pick in picks]
+    document = {"labels": labels, "more": list(reversed(labels))}
+    source = json.dumps(document, ensure_ascii=ascii_only)
+    for text in (source, None):
+        found = secret_scan.scan(document, source=text)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setattr(secret_scan, "_locate_distinct",
+                                lambda engine, values, memo, budget, runs: secret_scan._locate(
+                                    engine, values, False, memo, budget, None, runs))
+            every = secret_scan.scan(document, source=text)
+        if len({f.pointer for f in every}) < secret_scan.MAX_FINDINGS:
+            assert found == every
+        else:
+            expected = {Finding(f"/{key}/{i}", kind) for key in document for i, value in enumerate(document[key])
+                        for kind in secret_scan.value_kinds(value)}
+            assert len({f.pointer for f in found}) == secret_scan.MAX_FINDINGS
+            assert set(found) <= expected
+
+
+def test_a_credential_in_a_list_every_reference_repeats_is_found_at_its_first_places() -> None:
+    """Every reference repeats one list of labels in another script, one of which holds a credential:
+    the distinct labels are walked once (their NFKC made once), and the credential is reported at the
+    first MAX_FINDINGS places it stands, as the walk of every label reports it."""
+    from ito_training_mcp import manifest
+    from ito_training_mcp.errors import ManifestRefusal
+
+    from .conftest import CANARY_GITHUB, EXAMPLE_MANIFEST
+
+    document = json.loads(EXAMPLE_MANIFEST.read_bytes())
+    labels = [f"パスワードではないハ\u309a評価 {i}" for i in range(12)]
+    labels[7] = "ｔｏｋｅｎ " + "".join(chr(ord(c) + 0xFEE0) for c in CANARY_GITHUB)  # only NFKC spells it
+    document["data"] = [{**document["data"][0], "name": f"shard-{r}", "decontamination": {
+        **document["data"][0]["decontamination"], "eval_suites": labels}} for r in range(40)]
+    content = json.dumps(document, ensure_ascii=False).encode()
+    walked: list[int] = []
+    real = secret_scan._locate
+
+    def locate(engine: Any, texts: list[str], keys: bool, *args: Any, **kwargs: Any) -> Any:
+        walked.append(len(texts))
+        return real(engine, texts, keys, *args, **kwargs)
+
+    def refusal() -> Any:
+        with pytest.raises(ManifestRefusal) as refused:
+            manifest.parse_manifest(content)
+        assert refused.value.code == "MANIFEST_SECRET"
+        assert CANARY_GITHUB not in json.dumps(refused.value.details)
+        return refused.value.details["findings"]
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(secret_scan, "_locate", locate)
+        findings = refusal()
+    assert max(walked) < 12 * 40 // 2  # the distinct values, not every one
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(secret_scan, "_locate_distinct", lambda engine, values, memo, budget, runs:
+                            real(engine, values, False, memo, budget, None, runs))
+        assert refusal() == findings  # as the walk of every label reports it
+    assert len(findings) == secret_scan.MAX_FINDINGS
+    assert {f["pointer"].split("/", 3)[3] for f in findings} == {"decontamination/eval_suites/7"}
