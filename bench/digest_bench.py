@@ -404,6 +404,16 @@ def hostile_inputs() -> dict[str, bytes]:
     # reorders them), or by one of 31 compatibility characters (NFKC spells each out, some as a space
     # and a mark); no two labels alike.
     out.update(_own_way_labels(example))
+    # The same round: a full scan walks each distinct string once, which settles a manifest whose
+    # references repeat one list (as most of the inputs above do); the costliest of those with no two
+    # labels alike, as an attacker would write them.
+    for name, unit in (("labels in Japanese, a credential name and a composing mark in each, no two alike (valid)",
+                        "パスワードではないハ\u309a評価 "),
+                       ("labels in Chinese, full-width comma and 'tokenizer' in each, no two alike (valid)",
+                        "模型，tokenizer 评估 ")):
+        out[name] = _filled_labels(lambda n, unit=unit: {**example, "data": [{**example["data"][0], "decontamination": {
+            **example["data"][0]["decontamination"], "eval_suites": [
+                (unit * (150 // len(unit))).strip() + f" {r}-{i}" for i in range(n)]}} for r in range(256)]})
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
     out["every character \\u-escaped"] = escaped.replace(unit, "".join(f"\\u{ord(c):04x}" for c in unit)).encode()
