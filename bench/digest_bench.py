@@ -411,9 +411,8 @@ def hostile_inputs() -> dict[str, bytes]:
                         "パスワードではないハ\u309a評価 "),
                        ("labels in Chinese, full-width comma and 'tokenizer' in each, no two alike (valid)",
                         "模型，tokenizer 评估 ")):
-        out[name] = _filled_labels(lambda n, unit=unit: {**example, "data": [{**example["data"][0], "decontamination": {
-            **example["data"][0]["decontamination"], "eval_suites": [
-                (unit * (150 // len(unit))).strip() + f" {r}-{i}" for i in range(n)]}} for r in range(256)]})
+        out[name] = _filled_labels(lambda n, unit=unit: _own_labels_each(
+            example, n, lambda r, i, unit=unit: (unit * (150 // len(unit))).strip() + f" {r}-{i}"))
     unit = "ghp_abc/"
     escaped = json.dumps({"description": _fill(unit, (budget - 64) // 6)})
     out["every character \\u-escaped"] = escaped.replace(unit, "".join(f"\\u{ord(c):04x}" for c in unit)).encode()
@@ -446,15 +445,18 @@ def _own_way_labels(example: dict[str, Any]) -> dict[str, bytes]:
             made += "tokenizer" if len(made) % 40 < 3 else unit(rng)
         return made[:195] + str(seed % 10)
 
-    def manifest(unit: Callable[[random.Random], str], n: int) -> dict[str, Any]:
-        ref = example["data"][0]
-        return {**example, "data": [{**ref, "decontamination": {**ref["decontamination"], "eval_suites": [
-            label(unit, r * 1000 + i) for i in range(n)]}} for r in range(256)]}
-
     return {"labels with 'tokenizer' every 40 characters, marks out of order between, no two alike (valid)":
-            _filled_labels(lambda n: manifest(reordered, n)),
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i))),
             "labels with 'tokenizer' every 40 characters, 31 kinds of compatibility character between, "
-            "no two alike (valid)": _filled_labels(lambda n: manifest(spelt, n))}
+            "no two alike (valid)":
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(spelt, r * 1000 + i)))}
+
+
+def _own_labels_each(example: dict[str, Any], n: int, label: Callable[[int, int], str]) -> dict[str, Any]:
+    """The example with 256 references, the r-th holding the n labels `label(r, i)`: no list repeated."""
+    ref = example["data"][0]
+    return {**example, "data": [{**ref, "decontamination": {**ref["decontamination"], "eval_suites": [
+        label(r, i) for i in range(n)]}} for r in range(256)]}
 
 
 def _filled_list(first: list[str], unit: str | None, make: Callable[[int], str] | None = None) -> bytes:

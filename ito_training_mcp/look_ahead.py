@@ -86,9 +86,9 @@ def prompt_turns() -> Iterator[None]:
     and CPython makes a thread that asks for it wait a switch interval (5 ms) before the holder is
     asked to let go: longer than the parse of a mebibyte, so the looks and the hash used to finish
     only once the parse waited for them, as if taken after it (0.15x-0.35x of the two shapes'
-    ratios, bench/README.md). The interval is process-wide: it is lowered when the first such block begins
-    (never raised: a host's shorter interval stays) and restored when the last one ends, unless the
-    host set one meanwhile."""
+    ratios, bench/README.md). The interval is process-wide: it is lowered when the first such block
+    begins (never raised: a host's shorter interval stays) and restored when the last one ends, unless
+    the host set one meanwhile."""
     global _looking, _interval_before
     with _turns:
         if _looking == 0:
