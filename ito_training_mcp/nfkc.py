@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 from typing import overload
 
-from . import byte_facts, decomposed_anchors
+from . import byte_facts, decomposed_anchors, icu_normal
 from .invisible import re2_class, runs
 
 WINDOW = 4096  # bytes from a notable character read together; doubled while NFKC changes nothing read
@@ -125,6 +125,8 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
         rounds -= 1
         replaced = _replaced(text, kinds) if len(kinds) <= left and rounds >= 0 else None
         if replaced is None:
+            if made is None and icu_normal.available():  # (many kinds, or marks: ICU's pass beats the windows)
+                return _slow(text, made)
             return _stretched(text, data, search, made, at, encoded=encoded, skipped=skipped)
         left -= len(kinds)
         text = replaced
@@ -240,7 +242,7 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
         if len(new) > NEW_STRETCHES:  # (each costs a call of `unicodedata`): the window is normalised whole
             if check:
                 return text if unicodedata.is_normalized("NFKC", _text(data[start:])) else None
-            normal = unicodedata.normalize("NFKC", piece)
+            normal = whole_nfkc(piece)
             if normal != piece:
                 done += (data[base:start], _utf8(normal))
                 base = start + size
@@ -280,7 +282,7 @@ def _stretched(text: str, data: bytes, search: Callable[[bytes, int], int], made
             last = max(piece.rfind(stretch) + len(stretch) for stretch in changes)
             while last < len(piece) and piece[last] in notables:
                 last += 1
-        done += (data[base:start], _utf8(piece[:first]), _utf8(unicodedata.normalize("NFKC", piece[first:last])),
+        done += (data[base:start], _utf8(piece[:first]), _utf8(whole_nfkc(piece[first:last])),
                  _utf8(piece[last:]))
         base = pos = start + size
         window = max(window // 4, MIN_WINDOW)
@@ -370,10 +372,22 @@ def _stretch_pattern(kinds: frozenset[str], at_start: bool) -> re.Pattern[str]:
 
 
 def _slow(text: str, made: list[int] | None) -> str:
-    normal = unicodedata.normalize("NFKC", text)
-    if made is not None and normal is not text:
+    if made is None:
+        return whole_nfkc(text)
+    normal = unicodedata.normalize("NFKC", text)  # (a bounded caller's work stays what it was)
+    if normal is not text:
         made.append(SLOW * max(len(text), len(normal)))
     return normal
+
+
+def whole_nfkc(text: str) -> str:
+    """NFKC of all of `text` in one pass: ICU's, where it is there and the text is long enough for
+    it to pay (`icu_normal`), else `unicodedata`'s. `text` itself when it is in NFKC. For callers
+    that pay for no work: a bounded one (`made`) keeps `unicodedata`, so that what it may do, and
+    finds, is the same with ICU or without."""
+    if len(text) > SHORT and (normal := icu_normal.nfkc(text)) is not None:
+        return text if normal == text else normal
+    return unicodedata.normalize("NFKC", text)
 
 
 def _replaced(text: str, kinds: set[str] | frozenset[str]) -> str | None:

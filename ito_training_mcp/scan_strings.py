@@ -106,7 +106,8 @@ def joined_prepared(texts: list[str], found: dict[int, set[str]], budget: Budget
         all_text = "\x00".join(together)
     engine = default_engine()
     encoded: list[bytes] = []
-    normalized = nfkc_joined(together, all_text, made, whole=not bounded, encoded=encoded)
+    # (an unbounded scan pays for no work: told of none, normalising may take ICU's pass, `nfkc.whole_nfkc`)
+    normalized = nfkc_joined(together, all_text, made if bounded else None, whole=not bounded, encoded=encoded)
     data = encoded[0] if encoded and engine.searches_bytes else engine.prepare(normalized)
     if not held:
         if engine.invisible(data, 0, nul=False) is None:

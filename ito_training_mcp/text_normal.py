@@ -289,7 +289,8 @@ def _renormalized(text: str, made: list[int] | None = None, joins: bool | None =
         return text
     if made is not None:
         made.append(nfkc_module.SLOW * len(text))
-    return unicodedata.normalize("NFKC", text)
+        return unicodedata.normalize("NFKC", text)
+    return nfkc_module.whole_nfkc(text)
 
 
 def _removed(text: str, char: str) -> str:

@@ -1,22 +1,31 @@
 """nfkc.py: the scanner's NFKC gives `unicodedata`'s answer on every text, and takes the slow path
 only where it must. The premise of its shortcut is checked on every character that decomposes (the
-others are their own NFKD); the answers on generated texts, long and short, with and without RE2."""
+others are their own NFKD); the answers on generated texts, long and short, with and without RE2.
+These tests are of the path without ICU (`icu_normal`, switched off for each); test_icu_normal.py
+has ICU's."""
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import byte_facts, decomposed_anchors, text_normal
+from ito_training_mcp import byte_facts, decomposed_anchors, icu_normal, text_normal
 from ito_training_mcp import nfkc as nfkc_module
 from ito_training_mcp.nfkc import nfkc
 
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 NOTABLE = frozenset(map(ord, nfkc_module.notable()))
+
+
+@pytest.fixture(autouse=True)
+def _without_icu() -> Iterator[None]:
+    with icu_normal.switched_off():
+        yield
 
 
 def test_every_character_that_is_not_notable_begins_a_stretch_of_its_own() -> None:
