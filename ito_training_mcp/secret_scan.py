@@ -110,16 +110,17 @@ class _Progress:
 def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
             budget: _Budget, longest: int | None = None, runs_checked: bool = False,
             limit: int = MAX_FINDINGS, progress: _Progress | None = None,
-            all_text: str | None = None) -> dict[int, set[str]]:
+            all_text: str | None = None, invisible_free: bool = False) -> dict[int, set[str]]:
     """The kinds found in each of `texts`, for the strings that have any (`longest`: see `scan_strings.joined`).
 
     Bounded: it stops once `limit` strings have findings (enough to report). `progress`: the walk's
     so far, when `texts` is one slice of a longer list (`_locate_in_slices`). `all_text`: `texts`
-    joined by NUL, if the caller joined them.
+    joined by NUL, if the caller joined them. `invisible_free`: see `scan_strings.joined_prepared`.
     """
     found: dict[int, set[str]] = {}
     made: list[int] = []
-    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked, limit, all_text, made)
+    joined, data = _joined_prepared(texts, found, budget, longest, runs_checked, limit, all_text, made,
+                                    invisible_free)
     data = engine.prepare(joined) if data is None else data
     next_anchor = engine.next_ascii_anchor if joined.isascii() else engine.next_anchor
     sep = _separator(data, "\x00")
@@ -148,7 +149,7 @@ def _locate(engine: Engine, texts: list[str], keys: bool, memo: _Memo,
 
 
 def _locate_distinct(engine: Engine, values: list[str], memo: _Memo, budget: _Budget,
-                     runs_checked: bool) -> dict[int, set[str]]:
+                     runs_checked: bool, invisible_free: bool = False) -> dict[int, set[str]]:
     """`_locate` of a full scan's string values, each distinct one walked once: a manifest's references
     often repeat one list of labels, and the walk normalises and searches what it is given. Equal
     strings have equal kinds, so each finding goes to every string equal to the one found, in document
@@ -156,8 +157,8 @@ def _locate_distinct(engine: Engine, values: list[str], memo: _Memo, budget: _Bu
     (it takes them in the order each first occurs, and stops at as many with findings)."""
     distinct = list(dict.fromkeys(values))
     if 2 * len(distinct) > len(values):  # few repeats: walked as they are
-        return _locate(engine, values, False, memo, budget, None, runs_checked)
-    found = _locate(engine, distinct, False, memo, budget, None, runs_checked)
+        return _locate(engine, values, False, memo, budget, None, runs_checked, invisible_free=invisible_free)
+    found = _locate(engine, distinct, False, memo, budget, None, runs_checked, invisible_free=invisible_free)
     if not found:
         return found
     kinds_of = {distinct[index]: kinds for index, kinds in found.items()}
@@ -479,12 +480,12 @@ def scan(document: Any, *, source: bytes | str | None = None, strings: DocumentS
             budget, memo = fresh(), _Memo()
 
     keys, values = strings.get()
-    key_found = _locate(engine, keys, True, memo, budget, runs_checked=runs_checked)
-    key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
     invisible_free = source_invisible_free and source is not None and "\\" not in text  # no escape makes one
+    key_found = _locate(engine, keys, True, memo, budget, runs_checked=runs_checked, invisible_free=invisible_free)
+    key_kinds = {keys[i]: sorted(kinds) for i, kinds in key_found.items()}
     value_found = (_locate_in_slices(engine, values, memo, budget, strings.longest_value_bound(), runs_checked,
                                      invisible_free)
-                   if bounded else _locate_distinct(engine, values, memo, budget, runs_checked))
+                   if bounded else _locate_distinct(engine, values, memo, budget, runs_checked, invisible_free))
     if not key_kinds and not value_found:
         return []
     findings: list[Finding] = []

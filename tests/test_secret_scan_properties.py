@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ito_training_mcp import secret_scan, text_kinds, text_normal
+from ito_training_mcp.manifest_characters import may_hold_forbidden
 from ito_training_mcp.secret_scan import HIDDEN, Finding
 
 from .secret_corpus import BENIGN_KEYS, BENIGN_VALUES, SECRETS
@@ -95,6 +96,8 @@ def test_document_scan_equals_checking_every_string_alone(document: Any, indent:
     ahead = secret_scan.scan(document, source=text, encoded=encoded,
                              first_places=lambda: (secret_scan.first_ascii_anchor(encoded), None))
     assert ahead == walked
+    if not may_hold_forbidden(encoded):  # as gate 2 tells the scanner: no invisible character to look for
+        assert secret_scan.scan(document, source=text, source_invisible_free=True) == walked
     expected = {Finding(f.pointer[:200], f.kind, f.in_key) for f in reference}
     # Short of the cap, every finding; at the cap (reached by findings that two masked keys make
     # alike, too: hypothesis found 19 distinct and 21 in all), only real ones.
@@ -297,8 +300,8 @@ def test_a_full_scan_walks_each_distinct_string_once_and_reports_what_walking_al
         found = secret_scan.scan(document, source=text)
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.setattr(secret_scan, "_locate_distinct",
-                                lambda engine, values, memo, budget, runs: secret_scan._locate(
-                                    engine, values, False, memo, budget, None, runs))
+                                lambda engine, values, memo, budget, runs, free=False: secret_scan._locate(
+                                    engine, values, False, memo, budget, None, runs, invisible_free=free))
             every = secret_scan.scan(document, source=text)
         if len({f.pointer for f in every}) < secret_scan.MAX_FINDINGS:
             assert found == every
@@ -343,8 +346,41 @@ def test_a_credential_in_a_list_every_reference_repeats_is_found_at_its_first_pl
         findings = refusal()
     assert max(walked) < 12 * 40 // 2  # the distinct values, not every one
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(secret_scan, "_locate_distinct", lambda engine, values, memo, budget, runs:
-                            real(engine, values, False, memo, budget, None, runs))
+        monkeypatch.setattr(secret_scan, "_locate_distinct", lambda engine, values, memo, budget, runs, free=False:
+                            real(engine, values, False, memo, budget, None, runs, invisible_free=free))
         assert refusal() == findings  # as the walk of every label reports it
     assert len(findings) == secret_scan.MAX_FINDINGS
     assert {f["pointer"].split("/", 3)[3] for f in findings} == {"decontamination/eval_suites/7"}
+
+
+def test_a_walk_is_spared_the_search_for_invisible_characters_only_where_the_bytes_rule_them_out(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gate 2's look at the bytes finds no character the character rule forbids (every invisible one is,
+    and every one whose NFKC holds one): the full walk of a valid manifest in another script, whose
+    every label holds a place, does not search its normalised strings for invisible characters. An
+    escape in the text could make one: then it searches."""
+    from pathlib import Path
+
+    from ito_training_mcp.config import ManifestSettings
+    from ito_training_mcp.digest import digest_manifest_file
+
+    told: list[bool] = []
+    real = secret_scan._joined_prepared
+    monkeypatch.setattr(secret_scan, "_joined_prepared", lambda *args, **kwargs: told.append(
+        args[8] if len(args) > 8 else kwargs.get("invisible_free", False)) or real(*args, **kwargs))
+    example = json.loads(Path("examples/manifest.json").read_text())
+    labels = [f"tokenizer {i} " + "\u0436\ufb01\u0301\u0323" * 30 for i in range(100)]
+    example["data"][0]["decontamination"]["eval_suites"] = labels
+    settings = ManifestSettings(max_bytes=1 << 20, roots=(str(tmp_path),))
+    digests = []
+    for escaped in (False, True):
+        text = json.dumps(example, ensure_ascii=False)
+        if escaped:
+            text = text.replace("tokenizer 7 \u0436", "tokenizer 7 \\u0436", 1)
+        path = tmp_path / f"manifest-{escaped}.json"
+        path.write_text(text)
+        path.chmod(0o600)
+        told.clear()
+        digests.append(digest_manifest_file(str(path), settings).manifest)
+        assert told and all(flag is not escaped for flag in told), (escaped, told)
+    assert digests[0] == digests[1]
