@@ -753,6 +753,37 @@ def test_a_label_is_read_as_its_text_whatever_its_class_answers(override: str) -
         assert [(e["loc"], e["type"]) for e in refused.value.errors()] == expected
 
 
+def test_labels_too_long_are_trimmed_before_pydantic_makes_an_error_of_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every label one character too long (4,608 of them in a mebibyte): the gate shows the first 20
+    problems, as validating the whole document would, and stops counting past COUNTED_MAX ("at
+    least"); pydantic is given only the first 20 such labels, once (it made an error object of each,
+    then was run again)."""
+    document = copy.deepcopy(EXAMPLE)
+    ref = copy.deepcopy(document["data"][0])
+    document["data"] = [copy.deepcopy(ref) | {"decontamination": {**ref["decontamination"], "eval_suites": [
+        f"{i:03d}{j:02d}" + "x" * (manifest.LABEL_MAX - 4) for j in range(18)]}} for i in range(256)]
+    assert full_schema_verdict(document)[0] == 256 * 18
+    assert_same_verdict(document)
+    validated: list[int] = []
+    real = manifest.TrainingManifest.model_validate
+    monkeypatch.setattr(manifest.TrainingManifest, "model_validate", lambda doc, **kw: validated.append(sum(
+        len(r["decontamination"]["eval_suites"]) for r in doc["data"])) or real(doc, **kw))
+    marker, count, problems = fast_schema_verdict(document)
+    assert marker == "at least" and count > manifest.COUNTED_MAX and len(problems) == manifest.MAX_SCHEMA_PROBLEMS
+    assert len(validated) == 1 and validated[0] < 300  # 20 labels too long, and one placeholder per list
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.sampled_from(["mmlu", "x" * 201, "y" * 200, "a  b", "\u00e9" * 201]), min_size=1,
+                         max_size=4), min_size=1, max_size=12))
+def test_lists_of_labels_some_too_long_get_the_whole_documents_verdict(lists: list[list[str]]) -> None:
+    document = copy.deepcopy(EXAMPLE)
+    ref = document["data"][0]
+    document["data"] = [copy.deepcopy(ref) | {"decontamination": {**ref["decontamination"], "eval_suites": labels}}
+                        for labels in lists]
+    assert_same_verdict(document)
+
+
 def test_many_value_problems_show_the_first_twenty_and_stop_counting() -> None:
     """256 references with 100 padded labels, a bad URI, report and date each (26,368 problems): the
     gate shows the first 20 in document order, as validating the whole would, makes only those 20
