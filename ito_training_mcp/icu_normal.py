@@ -39,11 +39,13 @@ _switch = threading.Lock()
 _off = 0  # `switched_off` blocks in force (tests, and the benchmark's comparison)
 
 
-def nfkc(text: str) -> str | None:
+def nfkc(text: str, data: bytes | None = None) -> str | None:
     """`unicodedata.normalize("NFKC", text)` by ICU; None when ICU is not there (or switched off),
-    or cannot promise the same answer for this text (it holds a surrogate)."""
+    or cannot promise the same answer for this text (it holds a surrogate). `data`: the text's
+    UTF-8 (surrogates passed), if the caller has it: without a byte 0xED (which begins every
+    surrogate, and Hangul syllables from U+D000) it holds none, a search that spares encoding it."""
     normalizer = _normalizer()
-    if normalizer is None or _off or not _encodes(text):
+    if normalizer is None or _off or not ((data is not None and b"\xed" not in data) or _encodes(text)):
         return None
     try:
         return normalizer.normalize(text)

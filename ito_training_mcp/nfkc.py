@@ -126,7 +126,7 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
         replaced = _replaced(text, kinds) if len(kinds) <= left and rounds >= 0 else None
         if replaced is None:
             if made is None and icu_normal.available():  # (many kinds, or marks: ICU's pass beats the windows)
-                return _slow(text, made)
+                return whole_nfkc(text, data)
             return _stretched(text, data, search, made, at, encoded=encoded, skipped=skipped)
         left -= len(kinds)
         text = replaced
@@ -380,12 +380,12 @@ def _slow(text: str, made: list[int] | None) -> str:
     return normal
 
 
-def whole_nfkc(text: str) -> str:
+def whole_nfkc(text: str, data: bytes | None = None) -> str:
     """NFKC of all of `text` in one pass: ICU's, where it is there and the text is long enough for
-    it to pay (`icu_normal`), else `unicodedata`'s. `text` itself when it is in NFKC. For callers
-    that pay for no work: a bounded one (`made`) keeps `unicodedata`, so that what it may do, and
-    finds, is the same with ICU or without."""
-    if len(text) > SHORT and (normal := icu_normal.nfkc(text)) is not None:
+    it to pay (`icu_normal`), else `unicodedata`'s. `data`: the UTF-8 of `text`, if the caller has
+    it. `text` itself when it is in NFKC. For callers that pay for no work: a bounded one (`made`)
+    keeps `unicodedata`, so that what it may do, and finds, is the same with ICU or without."""
+    if len(text) > SHORT and (normal := icu_normal.nfkc(text, data)) is not None:
         return text if normal == text else normal
     return unicodedata.normalize("NFKC", text)
 

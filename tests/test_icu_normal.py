@@ -167,7 +167,7 @@ def test_a_bounded_scan_is_charged_the_same_with_icu_and_without(monkeypatch: py
     assert charges[True] == charges[False] and sum(charges[True]) > 0
     taken: list[int] = []
     real = icu_normal.nfkc
-    monkeypatch.setattr(icu_normal, "nfkc", lambda text: taken.append(len(text)) or real(text))
+    monkeypatch.setattr(icu_normal, "nfkc", lambda text, data=None: taken.append(len(text)) or real(text, data))
     text_normal.nfkc_joined(texts, joined)
     assert taken == [len(joined)]
 
@@ -188,7 +188,7 @@ def test_gate_two_gives_the_same_digest_with_icu_and_without(tmp_path: Path) -> 
     taken: list[int] = []
     real = icu_normal.nfkc
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(icu_normal, "nfkc", lambda text: taken.append(len(text)) or real(text))
+        patch.setattr(icu_normal, "nfkc", lambda text, data=None: taken.append(len(text)) or real(text, data))
         with_icu = digest_manifest_file(str(path), settings, summarize=True)
     with icu_normal.switched_off():
         without = digest_manifest_file(str(path), settings, summarize=True)
