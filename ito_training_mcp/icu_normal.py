@@ -95,7 +95,7 @@ def _encodes(text: str) -> bool:
 def _normalizer() -> Normalizer | None:
     try:
         import icu  # type: ignore[import-not-found, import-untyped, unused-ignore]
-    except ImportError:
+    except Exception:  # not installed, or broken (a missing shared library, say): `unicodedata` normalises
         return None
     return filtered(icu, unicodedata.unidata_version)
 
@@ -117,5 +117,7 @@ def filtered(icu: Any, version: str) -> Normalizer | None:
     return normalizer
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".") if part.isdigit())
+def _version(text: str) -> tuple[int, int, int]:
+    """A Unicode version, ICU's ("14.0") and Python's ("14.0.0") alike: (14, 0, 0)."""
+    major, minor, micro, *_ = [int(part) for part in text.split(".") if part.isdigit()] + [0, 0, 0]
+    return major, minor, micro

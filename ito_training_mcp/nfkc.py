@@ -125,8 +125,12 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
         rounds -= 1
         replaced = _replaced(text, kinds) if len(kinds) <= left and rounds >= 0 else None
         if replaced is None:
-            if made is None and icu_normal.available():  # (many kinds, or marks: ICU's pass beats the windows)
-                return whole_nfkc(text, data)
+            # Too many kinds to replace: ICU's one pass beats the windows, which find a new stretch
+            # for most characters (a few kinds with a mark among them: the windows beat it, as they
+            # do its conversion of a text to UTF-16 and back). Not for a bounded caller (`made`).
+            if made is None and len(kinds) > left and len(text) > SHORT \
+                    and (normal := icu_normal.nfkc(text, data)) is not None:
+                return text if normal == text else normal
             return _stretched(text, data, search, made, at, encoded=encoded, skipped=skipped)
         left -= len(kinds)
         text = replaced

@@ -25,8 +25,14 @@ from ito_training_mcp.digest import digest_manifest_file
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
+def _glibc_at_least(major: int, minor: int) -> bool:
+    name, version = platform.libc_ver()
+    parts = [int(part) for part in version.split(".")[:2] if part.isdigit()]
+    return name == "glibc" and len(parts) == 2 and (parts[0], parts[1]) >= (major, minor)
+
+
 # Where the `icu` extra has a wheel (`make install` installs it): there ICU must be in use.
-WHEEL_HERE = (sys.platform == "linux" and platform.machine() == "x86_64") or (
+WHEEL_HERE = (sys.platform == "linux" and platform.machine() == "x86_64" and _glibc_at_least(2, 35)) or (
     sys.platform == "darwin" and platform.machine() == "arm64")
 
 
@@ -135,6 +141,71 @@ def _fake_icu(unicode_version: str, answer: str = "g\u00e9\uac00") -> Any:
 def test_an_icu_older_than_this_pythons_unicode_is_not_used() -> None:
     assert icu_normal.filtered(_fake_icu("13.0"), "14.0.0") is None
     assert icu_normal.filtered(_fake_icu("14.0"), "15.1.0") is None
+    assert icu_normal.filtered(_fake_icu("15.0"), "15.0.0") is not None  # the same version, written shorter
+    assert icu_normal.filtered(_fake_icu("15.1"), "15.1.0") is not None
+
+
+def test_a_broken_icu_leaves_unicodedata_to_normalise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `icu` module whose import fails otherwise than by not being there (a missing shared
+    library): no ICU, once for all, and every normalisation still answers."""
+    import builtins
+
+    real_import = builtins.__import__
+    tried: list[str] = []
+
+    def failing(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "icu":
+            tried.append(name)
+            raise OSError("libicuuc.so.78: cannot open shared object file")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", failing)
+    icu_normal._normalizer.cache_clear()
+    try:
+        text = "\ufb01\u0301" * nfkc.SHORT
+        assert icu_normal.nfkc(text) is None and not icu_normal.available()
+        assert nfkc.nfkc(text) == nfkc.whole_nfkc(text) == unicodedata.normalize("NFKC", text)
+        assert tried == ["icu"]  # tried once
+    finally:
+        monkeypatch.undo()
+        icu_normal._normalizer.cache_clear()
+    assert icu_normal.available() is WHEEL_HERE or icu_normal.available()
+
+
+def _long_normalisations(monkeypatch: pytest.MonkeyPatch, length: int) -> list[int]:
+    calls: list[int] = []
+    real = unicodedata.normalize
+    monkeypatch.setattr(unicodedata, "normalize", lambda form, t: (calls.append(len(t)) if len(t) >= length else None)
+                        or real(form, t))
+    return calls
+
+
+def test_a_text_icu_must_decline_is_left_to_the_windows_not_to_unicodedata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attacker review's find: a text of many kinds holding a surrogate went from ICU's refusal
+    to CPython's NFKC of all of it (6x slower than the windows, which it skipped)."""
+    _need_icu()
+    text = "\uff21\uff22\uff23\uff24\uff25\uff26\uff27\uff28\uff29\uff2a\uff2b\uff2c\uff2d\uff2e\uff2f\uff30\uff31\uff32" \
+        "\udfff" + "\u5bc6\u7801\u6a21\u578b\u8bad\u7ec3" * 20000
+    expected = unicodedata.normalize("NFKC", text)
+    calls = _long_normalisations(monkeypatch, len(text) // 2)
+    assert nfkc.nfkc(text) == expected
+    assert calls == []
+
+
+def test_a_few_kinds_with_a_mark_are_left_to_the_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attacker review's find: one combining mark before a mebibyte of emoji (which NFKC leaves as
+    they are) sent all of it through ICU, and its conversion to UTF-16 and back, at twice the windows'
+    cost. ICU's pass is taken for many kinds only."""
+    _need_icu()
+    taken: list[int] = []
+    real = icu_normal.nfkc
+    monkeypatch.setattr(icu_normal, "nfkc", lambda text, data=None: taken.append(len(text)) or real(text, data))
+    text = "e\u0301" + "\U0001f600" * 50000
+    assert nfkc.nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert taken == []
+    many = "".join(chr(0xFF41 + i % 26) + "\u0430" for i in range(5000))  # 26 kinds of full-width letter
+    assert nfkc.nfkc(many) == unicodedata.normalize("NFKC", many)
+    assert taken == [len(many)]
 
 
 def test_icu_is_filtered_to_the_code_points_this_pythons_unicode_assigned() -> None:
@@ -154,8 +225,8 @@ def test_a_bounded_scan_is_charged_the_same_with_icu_and_without(monkeypatch: py
     charges are the same either way (ICU may still normalise a window it was charged for), and an
     unbounded scan, which is charged nothing, takes ICU's pass for all of the text."""
     _need_icu()
-    texts = ["tokenizer " + "".join("\u0430\ufb01\u00bd\u2460"[i % 4] + "\u0301" for i in range(j, j + 600))
-             for j in range(40)]
+    kinds = "\u0430\ufb01\u00bd\u2460" + "".join(chr(0xFF41 + i) for i in range(20))  # many: ICU's whole pass
+    texts = ["tokenizer " + "".join(kinds[i % len(kinds)] + "\u0301" for i in range(j, j + 600)) for j in range(40)]
     joined = "\x00".join(texts)
     charges: dict[bool, list[int]] = {}
     for icu in (True, False):
