@@ -18,10 +18,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --constraint $(CONSTRAINTS) --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check --constraint $(CONSTRAINTS) -e '.[dev]'
-	@# The optional 'icu' extra (a faster NFKC for the secret scanner) has wheels for Linux x86_64 with glibc
-	@# 2.35 or later and macOS arm64 only: elsewhere the scanner keeps unicodedata, and the install goes on.
+	@# The optional 'icu' extra (a faster NFKC for the secret scanner) has wheels for Linux x86_64 (glibc 2.35+),
+	@# Linux aarch64 (glibc 2.38+) and macOS arm64 only: elsewhere the scanner keeps unicodedata, and the install goes on.
 	$(PY) -m pip install --quiet --disable-pip-version-check --constraint $(CONSTRAINTS) -e '.[dev,icu]' \
-	  || echo "make install: no ICU wheel for this platform; the secret scanner normalises with unicodedata"
+	  || echo "make install: the optional icu extra did not install (no wheel for this platform?); the secret scanner normalises with unicodedata"
 	touch $(STAMP)
 
 install: $(STAMP)

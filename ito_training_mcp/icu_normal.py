@@ -2,8 +2,9 @@
 
 CPython's NFKC of a text that changes in many places, or in many ways, costs 60-210 ns a character
 (`nfkc.py` says why); ICU's costs a few. ICU is not a dependency: the `icu` extra installs the
-`icukit-pyicu` wheel (Linux x86_64 with glibc 2.35 or later, macOS arm64), and any build of PyICU
-serves. Without it, or where it cannot promise this Python's answer, `unicodedata` normalises.
+`icukit-pyicu` wheel (Linux x86_64 with glibc 2.35 or later, Linux aarch64 with glibc 2.38 or later,
+macOS arm64), and any build of PyICU serves. Without it, or where it cannot promise this Python's
+answer, `unicodedata` normalises.
 
 Why the answers are the same:
 - ICU's Unicode is usually newer than this Python's (`unicodedata.unidata_version`). Its normaliser

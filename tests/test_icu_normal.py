@@ -32,8 +32,10 @@ def _glibc_at_least(major: int, minor: int) -> bool:
 
 
 # Where the `icu` extra has a wheel (`make install` installs it): there ICU must be in use.
-WHEEL_HERE = (sys.platform == "linux" and platform.machine() == "x86_64" and _glibc_at_least(2, 35)) or (
-    sys.platform == "darwin" and platform.machine() == "arm64")
+WHEEL_HERE = sys.version_info < (3, 15) and (
+    (sys.platform == "linux" and platform.machine() == "x86_64" and _glibc_at_least(2, 35))
+    or (sys.platform == "linux" and platform.machine() == "aarch64" and _glibc_at_least(2, 38))
+    or (sys.platform == "darwin" and platform.machine() == "arm64"))
 
 
 def _need_icu() -> None:
