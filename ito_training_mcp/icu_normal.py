@@ -33,8 +33,6 @@ class Normalizer(Protocol):
 
     def normalize(self, text: str) -> str: ...
 
-    def isNormalized(self, text: str) -> bool: ...  # ICU's name
-
 
 _switch = threading.Lock()
 _off = 0  # `switched_off` blocks in force (tests, and the benchmark's comparison)
@@ -51,18 +49,6 @@ def nfkc(text: str, data: bytes | None = None) -> str | None:
     try:
         return normalizer.normalize(text)
     except Exception:  # pragma: no cover - ICU refused the text: the caller's `unicodedata` answers
-        return None
-
-
-def is_nfkc(text: str) -> bool | None:
-    """`unicodedata.is_normalized("NFKC", text)` by ICU (its check never normalises the text to
-    tell, as CPython's does for a character that may compose); None as for `nfkc`."""
-    normalizer = _normalizer()
-    if normalizer is None or _off or not _encodes(text):
-        return None
-    try:
-        return bool(normalizer.isNormalized(text))
-    except Exception:  # pragma: no cover - as in `nfkc`
         return None
 
 
