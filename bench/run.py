@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+import unicodedata
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -388,7 +389,24 @@ def machine() -> dict[str, Any]:
         "mcp": version("mcp"),
         "ito_training_mcp": version("ito-training-mcp"),
         "httpx": version("httpx"),
+        # The secret scanner's NFKC for text that changes in many ways: ICU where the `icu` extra is
+        # installed (the hostile inputs' figures depend on it), else `unicodedata` alone.
+        "icu": _icu_in_use(),
+        "unicode": unicodedata.unidata_version,
     }
+
+
+def _icu_in_use() -> str | None:
+    """ICU's version and Unicode's, where the scanner uses it; None where it does not."""
+    try:
+        from ito_training_mcp import icu_normal
+    except ImportError:  # an older tree (to measure "before")
+        return None
+    if not icu_normal.available():
+        return None
+    import icu  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+    return f"ICU {icu.ICU_VERSION} (Unicode {icu.UNICODE_VERSION}, filtered to {unicodedata.unidata_version})"
 
 
 def fmt(value: float | None, unit: str) -> str:
@@ -475,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     duration = time.perf_counter() - started
     print(table(results))
     print(f"\nmode: {'quick' if args.quick else 'full'}; {duration:.1f} s; "
-          f"python {platform.python_version()} on {platform.platform()}, {os.cpu_count()} CPUs")
+          f"python {platform.python_version()} on {platform.platform()}, {os.cpu_count()} CPUs; "
+          f"the scanner's NFKC: {_icu_in_use() or 'unicodedata (no icu extra)'}")
     missed = [r.name for r in results if r.passed is False]
     if missed:
         print("goals missed (reported, not failed): " + ", ".join(missed))
