@@ -128,9 +128,8 @@ def _from_notable(text: str, data: bytes, search: Callable[[bytes, int], int], m
             # Too many kinds to replace: ICU's one pass beats the windows, which find a new stretch
             # for most characters (a few kinds with a mark among them: the windows beat it, as they
             # do its conversion of a text to UTF-16 and back). Not for a bounded caller (`made`).
-            if made is None and len(kinds) > left and len(text) > SHORT \
-                    and (normal := icu_normal.nfkc(text, data)) is not None:
-                return text if normal == text else normal
+            if made is None and len(kinds) > left and (normal := _by_icu(text, data)) is not None:
+                return normal
             return _stretched(text, data, search, made, at, encoded=encoded, skipped=skipped)
         left -= len(kinds)
         text = replaced
@@ -389,9 +388,15 @@ def whole_nfkc(text: str, data: bytes | None = None) -> str:
     it to pay (`icu_normal`), else `unicodedata`'s. `data`: the UTF-8 of `text`, if the caller has
     it. `text` itself when it is in NFKC. For callers that pay for no work: a bounded one (`made`)
     keeps `unicodedata`, so that what it may do, and finds, is the same with ICU or without."""
-    if len(text) > SHORT and (normal := icu_normal.nfkc(text, data)) is not None:
-        return text if normal == text else normal
-    return unicodedata.normalize("NFKC", text)
+    normal = _by_icu(text, data)
+    return unicodedata.normalize("NFKC", text) if normal is None else normal
+
+
+def _by_icu(text: str, data: bytes | None = None) -> str | None:
+    """ICU's NFKC of a text longer than SHORT (`text` itself when it is in NFKC); None when ICU is not
+    there or declines the text (`icu_normal.nfkc`)."""
+    normal = icu_normal.nfkc(text, data) if len(text) > SHORT else None
+    return text if normal == text else normal
 
 
 def _replaced(text: str, kinds: set[str] | frozenset[str]) -> str | None:
