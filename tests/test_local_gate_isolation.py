@@ -82,6 +82,16 @@ def _cases(write_file: WriteFile, example: dict[str, Any]) -> list[tuple[str, di
     notes = [f"note {i} \u200b held out" for i in range(4000)]
     invisible = write_file({**example, "notes": notes})
     spelt = write_file({**example, "notes": [n.replace("\u200b", "") for n in notes] + [CANARY_GITHUB.translate(full_width)]})
+    # Labels one character too long in every reference (trimmed before pydantic validates), and labels
+    # that NFKC changes in many ways (ICU's pass, where installed) with the token spelt full-width in one.
+    ref = example["data"][0]
+    too_long = write_file({**example, "data": [{**ref, "decontamination": {**ref["decontamination"], "eval_suites": [
+        f"{r:03d}{i:02d}" + "x" * 197 for i in range(18)]}} for r in range(128)]})
+    kinds = "".join(chr(0xFF41 + i) for i in range(20)) + "\ufb01\u00bd\u2460"
+    many = [f"tokenizer {i} " + "".join("\u0436" + kinds[(i + j) % len(kinds)] for j in range(80)) for i in range(100)]
+    many[57] = "tokenizer " + CANARY_GITHUB.translate(full_width)
+    many_kinds = write_file({**example, "data": [{**ref, "decontamination": {**ref["decontamination"],
+                                                                               "eval_suites": many}}]})
     https = {"ITO_API_URL": "https://ito.example"}
     submit = {"booking_id": "bk_1", "manifest_path": good, "confirmation_ref": "cf_1", "idempotency_key": KEY}
     return [
@@ -102,6 +112,10 @@ def _cases(write_file: WriteFile, example: dict[str, Any]) -> list[tuple[str, di
         ("gate2 digest", {}, "digest_manifest", {"manifest_path": secret}, "MANIFEST_SECRET"),
         ("gate2 invisible, large", https, "submit_training", {**submit, "manifest_path": invisible}, "MANIFEST_SCHEMA"),
         ("gate2 full-width secret, large", {}, "digest_manifest", {"manifest_path": spelt}, "MANIFEST_SECRET"),
+        ("gate2 labels too long, large", https, "submit_training", {**submit, "manifest_path": too_long},
+         "MANIFEST_SCHEMA"),
+        ("gate2 full-width secret among many kinds", https, "submit_training",
+         {**submit, "manifest_path": many_kinds}, "MANIFEST_SECRET"),
     ]
 
 
