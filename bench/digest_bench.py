@@ -410,7 +410,9 @@ def hostile_inputs() -> dict[str, bytes]:
     for name, unit in (("labels in Japanese, a credential name and a composing mark in each, no two alike (valid)",
                         "パスワードではないハ\u309a評価 "),
                        ("labels in Chinese, full-width comma and 'tokenizer' in each, no two alike (valid)",
-                        "模型，tokenizer 评估 ")):
+                        "模型，tokenizer 评估 "),
+                       ("labels in Chinese, full-width comma and 'token' in each, no two alike (valid)",
+                        "模型，token 评估 ")):
         out[name] = _filled_labels(lambda n, unit=unit: _own_labels_each(
             example, n, lambda r, i, unit=unit: (unit * (150 // len(unit))).strip() + f" {r}-{i}"))
     unit = "ghp_abc/"
@@ -438,18 +440,25 @@ def _own_way_labels(example: dict[str, Any]) -> dict[str, bytes]:
     def spelt(rng: random.Random) -> str:
         return rng.choice(letters) + rng.choice(compat)
 
-    def label(unit: Callable[[random.Random], str], seed: int) -> str:
+    def label(unit: Callable[[random.Random], str], seed: int, word: str = "tokenizer") -> str:
         rng = random.Random(seed)
         made = ""
         while len(made) < 195:  # a place every ~40 characters: no window around places leaves any out
-            made += "tokenizer" if len(made) % 40 < 3 else unit(rng)
+            made += word if len(made) % 40 < 3 else unit(rng)
         return made[:195] + str(seed % 10)
 
+    # (since the fifteenth round "token" has stops: "tokenizer" is no place, "token " is; both are here)
     return {"labels with 'tokenizer' every 40 characters, marks out of order between, no two alike (valid)":
             _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i))),
             "labels with 'tokenizer' every 40 characters, 31 kinds of compatibility character between, "
             "no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(spelt, r * 1000 + i)))}
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(spelt, r * 1000 + i))),
+            "labels with 'token ' every 40 characters, marks out of order between, no two alike (valid)":
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
+                                                                                      "token "))),
+            "labels with 'token ' every 40 characters, 31 kinds of compatibility character between, "
+            "no two alike (valid)":
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(spelt, r * 1000 + i, "token ")))}
 
 
 def _own_labels_each(example: dict[str, Any], n: int, label: Callable[[int, int], str]) -> dict[str, Any]:

@@ -128,14 +128,32 @@ CASE_PARTNERS_WITH_MARKS = frozenset("hijtwy")
 
 def _anchor(anchor: str, fold: bool, char: Callable[[int], str], marks: str) -> str:
     parts = []
+    marked = False  # whether marks may follow the last letter
     for letter in anchor:
         decomposed = unicodedata.normalize("NFKD", letter)
         starters = "".join(c for c in decomposed if not unicodedata.combining(c))
         parts.append("".join(char(ord(c)) for c in starters))
-        if starters != decomposed or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS):
+        marked = starters != decomposed or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS)
+        if marked:
             parts.append(marks + "*")
     body = "".join(parts)
-    return f"(?i:{body})" if fold else body
+    return (f"(?i:{body})" if fold else body) + ("" if marked else stop_tail(anchor))
+
+
+def stop_tail(anchor: str) -> str:
+    """What must follow `anchor` for it to be a place, in RE2's syntax and Python's alike: anything
+    but one of its stop characters (`secret_rules.ANCHOR_STOPS`) that an ASCII character or the end
+    follows; "" for an anchor without stops. Why such an occurrence is none: the anchor's last letter
+    gives one starter alone (no marks; the callers see to it) and the stop is ASCII, and so is what
+    follows it, so NFKC leaves the stop as it is, right after that letter (an ASCII character is
+    never the second of a pair that composes, and one followed by another ASCII character composes
+    with nothing), and no invisible character stands between them for the cleaning to remove. A text
+    in which the stop is followed by anything else (a mark, an invisible character, any character
+    that is not ASCII) is a place, as before: the search finds a little more than it must."""
+    stops = secret_rules.ANCHOR_STOPS.get(anchor)
+    if stops is None:
+        return ""
+    return f"(?-i:[^{stops}]|[{stops}][^\\x00-\\x7f]|$)"  # (its case as written, inside a search without)
 
 
 def pattern(re2: bool) -> str:
@@ -330,12 +348,27 @@ def any_form_pattern() -> str:
     patterns = [re2_class(runs(table.unsure)), f"{mark}(?:{gap}{mark}){{{run - 1}}}"]
     for anchor, fold in _anchors():
         parts = []
+        marked = False  # whether marks may follow the last letter
         for letter in anchor:
             decomposed = unicodedata.normalize("NFKD", letter)
             starters = [ord(c) for c in decomposed if not unicodedata.combining(c)]
             parts += [re2_class(runs(members(starter, fold))) for starter in starters]
-            if len(starters) != len(decomposed) or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS):
+            marked = len(starters) != len(decomposed) or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS)
+            if marked:
                 parts.append(marks_between)
+        tail = "" if marked else stop_tail(anchor)
+        if tail:
+            # The stops count only after a character that gives the last letter alone: one whose NFKD
+            # holds marks too ("ñ" for the "n" of "token") is a place whatever follows it.
+            plain, with_marks = _plain_members(members(ord(anchor[-1]), fold))
+            parts[-1] = f"(?:(?i:{re2_class(runs(plain))}){tail}" + \
+                (f"|(?i:{re2_class(runs(with_marks))}))" if with_marks else ")")
         body = gap.join(parts)
         patterns.append(f"(?i:{body})" if fold else body)
     return "|".join(patterns)
+
+
+def _plain_members(codes: list[int]) -> tuple[list[int], list[int]]:
+    """`codes` split into those whose NFKD holds no mark and the others."""
+    plain = [code for code in codes if not any(map(unicodedata.combining, unicodedata.normalize("NFKD", chr(code))))]
+    return plain, sorted(set(codes).difference(plain))

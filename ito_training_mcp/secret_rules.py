@@ -144,6 +144,16 @@ KEY_NAME_STEMS: tuple[str, ...] = (
     *UNSPACED_CREDENTIAL_WORDS,
 )
 
+# Anchors that no finding continues with certain characters: an occurrence of one of these, followed in
+# the text the scanner reads by one of its stop characters (a character class), takes part in no
+# match of a rule it anchors and in no credential key name. The searches for places where text in
+# another form could hold an anchor (decomposed_anchors.py) pass over such occurrences, so that a
+# mebibyte of "tokenizer" is not a mebibyte of places. "token": every rule it anchors wants `s`, a
+# separator, a quote, a blank, `:` or `=` after it, and a key name wants it to end the key (the
+# `token` of "hf_token"; see _LAST_WORD_ONLY); "tokenizer", "TOKEN2" and "tokenValue" go on with a
+# stop. A test checks every rule and key name against this table, and this table against them.
+ANCHOR_STOPS: dict[str, str] = {"token": "A-Za-rt-z0-9"}
+
 # Credential words as they appear in running text before `:` or `=`, one rule per group so that each
 # pattern starts with its own literal (and only the groups whose anchor occurs are searched). A word
 # may carry a suffix after a separator ("password_file", "secret-key") but not after a letter, so

@@ -4,7 +4,9 @@ same answers with it as without it."""
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import unicodedata
 from typing import Any
 
@@ -30,12 +32,29 @@ FILLER = [*"aeiousxkAEIOUSXK _-.:/@?;&0123\u00e9\u00fc\u1100\u1161\u11a8\u30cf\u
 
 
 def shown_holds_anchor(text: str) -> bool:
-    """What the scanner would look for: the text as a reader sees it holds an anchor (or cannot be
-    shown at all)."""
+    """What the scanner would look for: the text as a reader sees it holds an anchor that is not
+    followed by one of its stops (`secret_rules.ANCHOR_STOPS`), or cannot be shown at all."""
     engine = default_engine()
     shown = text_normal.normalize(text)
-    return shown is None or engine.next_anchor(engine.prepare(shown), 0) >= 0 or \
-        engine.invisible(engine.prepare(shown), 0, nul=False) is not None
+    if shown is None or engine.invisible(engine.prepare(shown), 0, nul=False) is not None:
+        return True
+    return engine.next_anchor(engine.prepare(shown), 0) >= 0 and any(
+        not stopped(anchor, shown, match.end()) for anchor, fold in ANCHORS for match in _anchor_re2(anchor, fold).finditer(shown))
+
+
+@functools.cache
+def _anchor_re2(anchor: str, fold: bool) -> Any:
+    """One anchor as the engine searches it (RE2's case folding where it is searched without case)."""
+    import re2
+
+    return re2.compile(f"(?i:{re.escape(anchor)})" if fold else re.escape(anchor))
+
+
+def stopped(anchor: str, shown: str, end: int) -> bool:
+    """Is the occurrence of `anchor` in a reader's view of a text ending at `end` followed by one of
+    its stops (the text as written, not searched without case)?"""
+    stops = secret_rules.ANCHOR_STOPS.get(anchor)
+    return stops is not None and end < len(shown) and re.fullmatch(f"[{stops}]", shown[end]) is not None
 
 
 def found(engine: Any, text: str) -> bool:
@@ -192,7 +211,7 @@ def test_the_search_in_any_form_is_not_vacuous() -> None:
             others = [v for v in VARIANTS.get(char, []) if v != char]
             if others:
                 spelt = anchor[:index] + others[-1] + anchor[index + 1:]
-                assert found_in_any_form("x" + spelt + "x"), ascii(spelt)
+                assert found_in_any_form("x" + spelt + "="), ascii(spelt)
     for text in ("Tiếng Việt đánh giá", "ｅｖａｌ ｓｕｉｔｅ", "mmlu", "ｘ", "résumé", "pas\u0301sword"):
         assert not found_in_any_form(text), text
     for text in ("\ufb01", "\uac00", "\uffa0"):  # what it cannot follow (the last decomposes into an invisible one)
@@ -228,7 +247,7 @@ def test_every_anchor_is_found_in_each_of_its_decomposed_spellings() -> None:
         for spelling in spellings:
             decomposed = unicodedata.normalize("NFKD", spelling)
             if shown_holds_anchor(decomposed):
-                assert found(ENGINES[0], "x" + decomposed + "x"), (anchor, decomposed)
+                assert found(ENGINES[0], "x" + decomposed + "="), (anchor, decomposed)
     for spelt in ("schlu\u0308ssel", "SCHLU\u0308SSEL", "\u30cf\u309a\u30b9\u30ef\u30fc\u30c8\u3099",
                   "\u1110\u1169\u110f\u1173\u11ab", "pass\u200bword", "gh\u200bp_x"):
         assert found(ENGINES[0], spelt) and shown_holds_anchor(spelt), spelt
@@ -636,9 +655,10 @@ def test_a_text_holding_invisible_characters_is_looked_at_as_it_stands(bounded: 
 
 
 def _own_way_label(seed: int, compatibility: bool) -> str:
-    """A label that NFKC changes in its own way: "tokenizer" (a place), then Cyrillic letters each
-    followed by two marks out of canonical order (NFKC swaps them) or by one compatibility character
-    (NFKC spells it out, some as a space and a mark): the benchmark's two thirteenth-round inputs."""
+    """A label that NFKC changes in its own way: "tokenizer" (no place since "token" got its stops, but
+    the compatibility characters are), then Cyrillic letters each followed by two marks out of
+    canonical order (NFKC swaps them) or by one compatibility character (NFKC spells it out, some as a
+    space and a mark): the benchmark's two thirteenth-round inputs."""
     import random
 
     rng = random.Random(seed)
@@ -655,8 +675,8 @@ def _own_way_label(seed: int, compatibility: bool) -> str:
 @pytest.mark.parametrize("compatibility", [False, True])
 def test_labels_that_each_change_their_own_way_are_accepted_and_a_credential_only_nfkc_spells_is_found(
         compatibility: bool) -> None:
-    """Every label holds a place and changes under NFKC in its own way, so each is read normalised
-    (what the benchmark's costliest inputs are made of): the manifest passes gate 2, and a credential
+    """Every label changes under NFKC in its own way (what the benchmark's costliest inputs are made
+    of; those with compatibility characters are places): the manifest passes gate 2, and a credential
     written in full-width letters after one such label's text is found at its pointer."""
     from ito_training_mcp import manifest
     from ito_training_mcp.errors import ManifestRefusal

@@ -223,7 +223,7 @@ def test_a_bounded_scan_is_charged_the_same_with_icu_and_without(monkeypatch: py
     unbounded scan, which is charged nothing, takes ICU's pass for all of the text."""
     _need_icu()
     kinds = "\u0430\ufb01\u00bd\u2460" + "".join(chr(0xFF41 + i) for i in range(20))  # many: ICU's whole pass
-    texts = ["tokenizer " + "".join(kinds[i % len(kinds)] + "\u0301" for i in range(j, j + 600)) for j in range(40)]
+    texts = ["tokens " + "".join(kinds[i % len(kinds)] + "\u0301" for i in range(j, j + 600)) for j in range(40)]
     joined = "\x00".join(texts)
     charges: dict[bool, list[int]] = {}
     for icu in (True, False):
@@ -246,7 +246,7 @@ def test_gate_two_gives_the_same_digest_with_icu_and_without(tmp_path: Path) -> 
     _need_icu()
     example = json.loads(Path("examples/manifest.json").read_text())
     kinds = ["\ufb01", "\u00bd", "\u2460", "\u3300", "\uff47", "\u2126", "\u00b2", "\u0301\u0323", "\u0483\u05b0"]
-    labels = [f"tokenizer {i} " + "".join("\u0430" + kinds[(i + j) % len(kinds)] for j in range(60))
+    labels = [f"tokens {i} " + "".join("\u0430" + kinds[(i + j) % len(kinds)] for j in range(60))
               for i in range(100)]
     example["data"][0]["decontamination"]["eval_suites"] = labels
     path = tmp_path / "manifest.json"

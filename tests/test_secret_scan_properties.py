@@ -369,14 +369,14 @@ def test_a_walk_is_spared_the_search_for_invisible_characters_only_where_the_byt
     monkeypatch.setattr(secret_scan, "_joined_prepared", lambda *args, **kwargs: told.append(
         args[8] if len(args) > 8 else kwargs.get("invisible_free", False)) or real(*args, **kwargs))
     example = json.loads(Path("examples/manifest.json").read_text())
-    labels = [f"tokenizer {i} " + "\u0436\ufb01\u0301\u0323" * 30 for i in range(100)]
+    labels = [f"tokens {i} " + "\u0436\ufb01\u0301\u0323" * 30 for i in range(100)]
     example["data"][0]["decontamination"]["eval_suites"] = labels
     settings = ManifestSettings(max_bytes=1 << 20, roots=(str(tmp_path),))
     digests = []
     for escaped in (False, True):
         text = json.dumps(example, ensure_ascii=False)
         if escaped:
-            text = text.replace("tokenizer 7 \u0436", "tokenizer 7 \\u0436", 1)
+            text = text.replace("tokens 7 \u0436", "tokens 7 \\u0436", 1)
         path = tmp_path / f"manifest-{escaped}.json"
         path.write_text(text)
         path.chmod(0o600)
