@@ -1,4 +1,5 @@
-"""ICU's NFKC, where it gives exactly this Python's answer: an optional speed-up of `nfkc.py`.
+"""ICU's NFKC (and NFKD), where it gives exactly this Python's answer: an optional speed-up of
+`nfkc.py` (and of the scanner's look at text in neither form, which searches its NFKD).
 
 CPython's NFKC of a text that changes in many places, or in many ways, costs 60-210 ns a character
 (`nfkc.py` says why); ICU's costs a few. ICU is not a dependency: the `icu` extra installs the
@@ -29,7 +30,7 @@ from typing import Any, Protocol
 
 
 class Normalizer(Protocol):
-    """ICU's NFKC, filtered to this Python's Unicode (see the module's docstring)."""
+    """ICU's NFKC or NFKD, filtered to this Python's Unicode (see the module's docstring)."""
 
     def normalize(self, text: str) -> str: ...
 
@@ -43,7 +44,15 @@ def nfkc(text: str, data: bytes | None = None) -> str | None:
     or cannot promise the same answer for this text (it holds a surrogate). `data`: the text's
     UTF-8 (surrogates passed), if the caller has it: without a byte 0xED (which begins every
     surrogate, and Hangul syllables from U+D000) it holds none, a search that spares encoding it."""
-    normalizer = _normalizer()
+    return _normalized(_normalizer(), text, data)
+
+
+def nfkd(text: str, data: bytes | None = None) -> str | None:
+    """`unicodedata.normalize("NFKD", text)` by ICU, as `nfkc` gives NFKC."""
+    return _normalized(_nfkd_normalizer(), text, data)
+
+
+def _normalized(normalizer: Normalizer | None, text: str, data: bytes | None) -> str | None:
     if normalizer is None or _off or not ((data is not None and b"\xed" not in data) or _encodes(text)):
         return None
     try:
@@ -80,24 +89,39 @@ def _encodes(text: str) -> bool:
 
 @cache
 def _normalizer() -> Normalizer | None:
+    return _built("NFKC")
+
+
+@cache
+def _nfkd_normalizer() -> Normalizer | None:
+    return _built("NFKD")
+
+
+def _built(form: str) -> Normalizer | None:
     try:
         import icu  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except Exception:  # not installed, or broken (a missing shared library, say): `unicodedata` normalises
         return None
-    return filtered(icu, unicodedata.unidata_version)
+    return filtered(icu, unicodedata.unidata_version, form)
 
 
-def filtered(icu: Any, version: str) -> Normalizer | None:
-    """ICU's NFKC filtered to the code points Unicode `version` assigned; None when ICU's Unicode is
-    older than that, or the pieces are not there."""
+# What each form makes of a check (full-width g, e with an acute written apart, two jamo), and how
+# ICU names its instance.
+_CHECKS = {"NFKC": ("getNFKCInstance", "g\u00e9\uac00"), "NFKD": ("getNFKDInstance", "ge\u0301\u1100\u1161")}
+
+
+def filtered(icu: Any, version: str, form: str = "NFKC") -> Normalizer | None:
+    """ICU's NFKC (or NFKD) filtered to the code points Unicode `version` assigned; None when ICU's
+    Unicode is older than that, or the pieces are not there."""
     try:
         if _version(str(icu.UNICODE_VERSION)) < _version(version):
             return None
         major_minor = ".".join(version.split(".")[:2])
         assigned = icu.UnicodeSet(f"[:age={major_minor}:]")
         assigned.freeze()
-        normalizer: Normalizer = icu.FilteredNormalizer2(icu.Normalizer2.getNFKCInstance(), assigned)
-        if normalizer.normalize("\uff47\u0065\u0301\u1100\u1161") != "g\u00e9\uac00":  # a check that it works
+        instance, answer = _CHECKS[form]
+        normalizer: Normalizer = icu.FilteredNormalizer2(getattr(icu.Normalizer2, instance)(), assigned)
+        if normalizer.normalize("\uff47\u00e9\u1100\u1161") != answer:  # a check that it works
             return None
     except Exception:  # an ICU without these: `unicodedata` normalises
         return None

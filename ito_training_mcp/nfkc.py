@@ -392,6 +392,13 @@ def whole_nfkc(text: str, data: bytes | None = None) -> str:
     return unicodedata.normalize("NFKC", text) if normal is None else normal
 
 
+def whole_nfkd(text: str, data: bytes | None = None) -> str:
+    """NFKD of all of `text`, as `whole_nfkc` gives NFKC: ICU's for a text longer than SHORT where
+    it is there, else `unicodedata`'s. For callers that pay for no work."""
+    normal = icu_normal.nfkd(text, data) if len(text) > SHORT else None
+    return unicodedata.normalize("NFKD", text) if normal is None else normal
+
+
 def _by_icu(text: str, data: bytes | None = None) -> str | None:
     """ICU's NFKC of a text longer than SHORT (`text` itself when it is in NFKC); None when ICU is not
     there or declines the text (`icu_normal.nfkc`)."""

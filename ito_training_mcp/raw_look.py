@@ -15,7 +15,7 @@ from typing import Any
 
 from . import decomposed_anchors
 from .byte_facts import ByteFacts
-from .nfkc import is_nfkc, nfkc
+from .nfkc import is_nfkc, nfkc, whole_nfkd
 from .scan_strings import Budget, separator
 from .secret_engine import Engine, default_engine
 from .text_kinds import MAX_SEGMENTS, Memo, kinds
@@ -116,7 +116,7 @@ def _decomposed_whole_is_clean(engine: Engine, text: str, data: Any, memo: Memo,
     if not isinstance(data, bytes) or any(lead in data for lead in _HANGUL_SYLLABLE_LEADS) \
             or any(char in text for char in QUOTE_OR_ESCAPE_MAKERS):
         return False
-    spelt = unicodedata.normalize("NFKD", text)
+    spelt = whole_nfkd(text, data)
     if spelt.count('"') != text.count('"') or "\\" in spelt:
         return False
     clean = _found_strings_clean(engine, engine.prepare(spelt), engine.next_decomposed_anchor, True, False,

@@ -54,14 +54,15 @@ def _all_code_points() -> list[str]:
     return [chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code <= 0xDFFF]
 
 
+@pytest.mark.parametrize("form", ["NFKC", "NFKD"])
 @pytest.mark.parametrize(("before", "after"), [("", ""), ("a", ""), ("", "\u0301"), ("\u1100", ""), ("e", "\u0327")])
-def test_every_code_point_is_normalised_as_unicodedata_does(before: str, after: str) -> None:
+def test_every_code_point_is_normalised_as_unicodedata_does(before: str, after: str, form: str) -> None:
     """Each code point, between NULs (a starter that composes with nothing, so each piece is
     normalised on its own), alone and with a neighbour it may compose or reorder with."""
     _need_icu()
     text = "\x00".join(before + char + after for char in _all_code_points())
-    normal = icu_normal.nfkc(text)
-    expected = unicodedata.normalize("NFKC", text)
+    normal = (icu_normal.nfkc if form == "NFKC" else icu_normal.nfkd)(text)
+    expected = unicodedata.normalize(form, text)
     if normal != expected:
         pieces = zip(normal.split("\x00"), expected.split("\x00"), _all_code_points(), strict=True) \
             if normal.count("\x00") == expected.count("\x00") else []
@@ -88,15 +89,18 @@ def test_generated_texts_are_normalised_as_unicodedata_does(pieces: list[str]) -
     assert icu_normal.nfkc(text) == expected
     long = (text + "\x00") * (nfkc.SHORT // len(text) + 2)  # long enough for `nfkc` to take ICU's pass
     assert nfkc.nfkc(long) == unicodedata.normalize("NFKC", long)
+    assert icu_normal.nfkd(text) == unicodedata.normalize("NFKD", text)
+    assert nfkc.whole_nfkd(long) == unicodedata.normalize("NFKD", long)
 
 
 def test_a_text_holding_a_surrogate_is_left_to_unicodedata() -> None:
     """Two surrogates in a row are one character to ICU (UTF-16) and two to Python."""
     _need_icu()
     text = "x\ud83d\ude00y" + "ｇ\u0301" * nfkc.SHORT
-    assert icu_normal.nfkc(text) is None
+    assert icu_normal.nfkc(text) is None and icu_normal.nfkd(text) is None
     assert nfkc.nfkc(text) == unicodedata.normalize("NFKC", text)
     assert nfkc.whole_nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert nfkc.whole_nfkd(text) == unicodedata.normalize("NFKD", text)
 
 
 def test_switched_off_leaves_unicodedata_alone_and_nests() -> None:
@@ -131,7 +135,8 @@ def _fake_icu(unicode_version: str, answer: str = "g\u00e9\uac00") -> Any:
         made.append(assigned.pattern)
         return _FakeNormalizer(answer)
     module = types.SimpleNamespace(UNICODE_VERSION=unicode_version, UnicodeSet=_FakeSet, FilteredNormalizer2=filtered,
-                                   Normalizer2=types.SimpleNamespace(getNFKCInstance=lambda: object()), made=made)
+                                   Normalizer2=types.SimpleNamespace(getNFKCInstance=lambda: object(),
+                                                                     getNFKDInstance=lambda: object()), made=made)
     return module
 
 
@@ -158,14 +163,17 @@ def test_a_broken_icu_leaves_unicodedata_to_normalise(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(builtins, "__import__", failing)
     icu_normal._normalizer.cache_clear()
+    icu_normal._nfkd_normalizer.cache_clear()
     try:
         text = "\ufb01\u0301" * nfkc.SHORT
         assert icu_normal.nfkc(text) is None and not icu_normal.available()
         assert nfkc.nfkc(text) == nfkc.whole_nfkc(text) == unicodedata.normalize("NFKC", text)
-        assert tried == ["icu"]  # tried once
+        assert icu_normal.nfkd(text) is None and nfkc.whole_nfkd(text) == unicodedata.normalize("NFKD", text)
+        assert tried == ["icu", "icu"]  # tried once for each form
     finally:
         monkeypatch.undo()
         icu_normal._normalizer.cache_clear()
+        icu_normal._nfkd_normalizer.cache_clear()
     assert icu_normal.available() is WHEEL_HERE or icu_normal.available()
 
 
@@ -213,6 +221,9 @@ def test_icu_is_filtered_to_the_code_points_this_pythons_unicode_assigned() -> N
 
 def test_an_icu_that_fails_its_check_is_not_used() -> None:
     assert icu_normal.filtered(_fake_icu("17.0", answer="wrong"), "14.0.0") is None
+    # each form is checked against its own answer
+    assert icu_normal.filtered(_fake_icu("17.0"), "14.0.0", "NFKD") is None
+    assert icu_normal.filtered(_fake_icu("17.0", answer="ge\u0301\u1100\u1161"), "14.0.0", "NFKD") is not None
     assert icu_normal.filtered(types.SimpleNamespace(UNICODE_VERSION="17.0"), "14.0.0") is None  # pieces missing
 
 
