@@ -142,18 +142,20 @@ def _anchor(anchor: str, fold: bool, char: Callable[[int], str], marks: str) -> 
 
 def stop_tail(anchor: str) -> str:
     """What must follow `anchor` for it to be a place, in RE2's syntax and Python's alike: anything
-    but one of its stop characters (`secret_rules.ANCHOR_STOPS`) that an ASCII character or the end
-    follows; "" for an anchor without stops. Why such an occurrence is none: the anchor's last letter
-    gives one starter alone (no marks; the callers see to it) and the stop is ASCII, and so is what
-    follows it, so NFKC leaves the stop as it is, right after that letter (an ASCII character is
-    never the second of a pair that composes, and one followed by another ASCII character composes
-    with nothing), and no invisible character stands between them for the cleaning to remove. A text
-    in which the stop is followed by anything else (a mark, an invisible character, any character
-    that is not ASCII) is a place, as before: the search finds a little more than it must."""
+    but one of its stop characters (`secret_rules.ANCHOR_STOPS`) that an ASCII character other than
+    NUL, or the end, follows; "" for an anchor without stops. Why such an occurrence is none: the
+    anchor's last letter gives one starter alone (no marks; the callers see to it) and the stop is
+    ASCII, and so is what follows it, so NFKC leaves the stop as it is, right after that letter (an
+    ASCII character is never the second of a pair that composes, and one followed by another ASCII
+    character composes with nothing); and the cleaning removes nothing between them, nor right after
+    the stop (NUL is invisible: removed, it would let a mark after it compose with the stop, as an
+    attacker review found). A text in which the stop is followed by anything else (a mark, an
+    invisible character, NUL, any character that is not ASCII) is a place, as before: the search
+    finds a little more than it must."""
     stops = secret_rules.ANCHOR_STOPS.get(anchor)
     if stops is None:
         return ""
-    return f"(?-i:[^{stops}]|[{stops}][^\\x00-\\x7f]|$)"  # (its case as written, inside a search without)
+    return f"(?-i:[^{stops}]|[{stops}][^\\x01-\\x7f]|$)"  # (its case as written, inside a search without)
 
 
 def pattern(re2: bool) -> str:

@@ -89,6 +89,7 @@ def test_an_occurrence_followed_by_a_stop_is_no_place(text: str) -> None:
     "token", "tokens", "token:", "TOKEN=", "hf_token", "token_file", "token\u200bizer",  # (the cleaning joins them)
     "tokeni\u0301zer", "token\u0303izer", "toke\u00f1izer", "tokeni\u200bzer", "tokenK\u212a", "tokenI\u0307",
     "\uff54\uff4f\uff4b\uff45\uff4e\uff49zer",  # a full-width stop: not ASCII as written
+    "tokeni\x00\u0301", "tokenI\x00\u0307",  # NUL is removed: the mark after it composes with the stop
 ])
 def test_an_occurrence_followed_by_anything_else_is_a_place(text: str) -> None:
     """A stop that a mark, an invisible character or any character that is not ASCII follows may
@@ -99,6 +100,16 @@ def test_an_occurrence_followed_by_anything_else_is_a_place(text: str) -> None:
     if not {"\u200b", "\uff54", "\u212a"} & set(text):  # (in NFKD, which those change, the others stay places)
         for engine in (default_engine(), PythonEngine()):
             assert engine.next_decomposed_anchor(engine.prepare(decomposed), 0) >= 0, ascii(text)
+
+
+def test_a_stop_before_nul_and_a_mark_is_found_in_a_key() -> None:
+    """An attacker review's find: "my_tokeni" + NUL + an acute is a credential key name once NUL is
+    removed ("tokení": the acute composes with the stop), in a JSON text given as it stands."""
+    text = '{"my_tokeni\x00\u0301": "x", "id_TOKENG\x00\u0307": "y"}'
+    document = json.loads(text, strict=False)
+    found = [(f.pointer, f.kind) for f in secret_scan.scan(document, source=text)]
+    assert found == [("/*", "credential_key_name"), ("/*", "credential_key_name")]
+    assert found == [(f.pointer, f.kind) for f in secret_scan.scan(document)]
 
 
 def _labels_document(labels: list[str]) -> dict[str, Any]:
@@ -157,5 +168,7 @@ def test_the_scanner_finds_the_same_with_the_stops_as_without(entries: list[tupl
 
 def _searches_built_again() -> None:
     """The searches built from the table are built again at their next use."""
-    decomposed_anchors.any_form_search.cache_clear()
+    for cached in (decomposed_anchors.any_form_search, decomposed_anchors._starters,
+                   decomposed_anchors.unsure_characters):
+        cached.cache_clear()
     default_engine().__dict__.pop("_decomposed_anchor", None)
