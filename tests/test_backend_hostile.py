@@ -3,7 +3,8 @@ with a stable code, and says truthfully that it contacted the backend.
 
 The backend is tests/hostile_backend.py (raw asyncio, so nothing re-frames or compresses what it
 sends). The peak-memory test runs the server under test in a subprocess (tests/hostile_driver.py)
-and reads its `ru_maxrss`: decompression bombs (gzip, deflate, nested, stacked headers), bodies
+and reads its own peak RSS (VmHWM; `ru_maxrss` would report the pytest worker it was forked
+from): decompression bombs (gzip, deflate, nested, stacked headers), bodies
 beyond the cap with and without a length, lying and conflicting framing, huge heads, and more,
 on every path of the API, through every tool that reaches it.
 
