@@ -358,7 +358,7 @@ def any_form_pattern() -> str:
             marked = len(starters) != len(decomposed) or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS)
             if marked:
                 parts.append(marks_between)
-        tail = "" if marked else stop_tail(anchor)
+        tail = "" if marked or unicodedata.normalize("NFKD", anchor[-1]) != anchor[-1] else stop_tail(anchor)
         if tail:
             # The stops count only after a character that gives the last letter alone: one whose NFKD
             # holds marks too ("ñ" for the "n" of "token") is a place whatever follows it.

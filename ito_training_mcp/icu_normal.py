@@ -105,7 +105,7 @@ def _built(form: str) -> Normalizer | None:
     return filtered(icu, unicodedata.unidata_version, form)
 
 
-# What each form makes of a check (full-width g, e with an acute written apart, two jamo), and how
+# What each form makes of a check (a full-width g, a precomposed e with an acute, two jamo), and how
 # ICU names its instance.
 _CHECKS = {"NFKC": ("getNFKCInstance", "g\u00e9\uac00"), "NFKD": ("getNFKDInstance", "ge\u0301\u1100\u1161")}
 
