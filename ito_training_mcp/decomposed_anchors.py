@@ -133,18 +133,26 @@ def _anchor(anchor: str, fold: bool, char: Callable[[int], str], marks: str) -> 
         decomposed = unicodedata.normalize("NFKD", letter)
         starters = "".join(c for c in decomposed if not unicodedata.combining(c))
         parts.append("".join(char(ord(c)) for c in starters))
-        marked = starters != decomposed or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS)
+        marked = _takes_marks(letter, fold)
         if marked:
             parts.append(marks + "*")
     body = "".join(parts)
     return (f"(?i:{body})" if fold else body) + ("" if marked else stop_tail(anchor))
 
 
+def _takes_marks(letter: str, fold: bool) -> bool:
+    """May marks follow `letter` of an anchor where the anchor stands in text: its NFKD holds some,
+    or a search without case takes it for a character that decomposes with some?"""
+    return any(map(unicodedata.combining, unicodedata.normalize("NFKD", letter))) or (
+        fold and letter.lower() in CASE_PARTNERS_WITH_MARKS)
+
+
 def stop_tail(anchor: str) -> str:
     """What must follow `anchor` for it to be a place, in RE2's syntax and Python's alike: anything
     but one of its stop characters (`secret_rules.ANCHOR_STOPS`) that an ASCII character other than
     NUL, or the end, follows; "" for an anchor without stops. Why such an occurrence is none: the
-    anchor's last letter gives one starter alone (no marks; the callers see to it) and the stop is
+    anchor's last letter is its own NFKD, one starter alone (the callers see that no marks may
+    follow it) and the stop is
     ASCII, and so is what follows it, so NFKC leaves the stop as it is, right after that letter (an
     ASCII character is never the second of a pair that composes, and one followed by another ASCII
     character composes with nothing); and the cleaning removes nothing between them, nor right after
@@ -153,7 +161,7 @@ def stop_tail(anchor: str) -> str:
     invisible character, NUL, any character that is not ASCII) is a place, as before: the search
     finds a little more than it must."""
     stops = secret_rules.ANCHOR_STOPS.get(anchor)
-    if stops is None:
+    if stops is None or unicodedata.normalize("NFKD", anchor[-1]) != anchor[-1]:
         return ""
     return f"(?-i:[^{stops}]|[{stops}][^\\x01-\\x7f]|$)"  # (its case as written, inside a search without)
 
@@ -355,10 +363,10 @@ def any_form_pattern() -> str:
             decomposed = unicodedata.normalize("NFKD", letter)
             starters = [ord(c) for c in decomposed if not unicodedata.combining(c)]
             parts += [re2_class(runs(members(starter, fold))) for starter in starters]
-            marked = len(starters) != len(decomposed) or (fold and letter.lower() in CASE_PARTNERS_WITH_MARKS)
+            marked = _takes_marks(letter, fold)
             if marked:
                 parts.append(marks_between)
-        tail = "" if marked or unicodedata.normalize("NFKD", anchor[-1]) != anchor[-1] else stop_tail(anchor)
+        tail = "" if marked else stop_tail(anchor)
         if tail:
             # The stops count only after a character that gives the last letter alone: one whose NFKD
             # holds marks too ("ñ" for the "n" of "token") is a place whatever follows it.

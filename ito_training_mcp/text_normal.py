@@ -343,10 +343,11 @@ def nfkc_joined(texts: list[str], joined: str, made: list[int] | None = None, wh
     elif odd and decomposed_anchors.holds_latin_marks(data := default_engine().prepare(joined if whole else together)):
         # Letters composed and not: NFKC's look would normalise all of it to tell; the search runs
         # over its NFKD (NUL stays where it was), and the texts it finds are normalised as written.
-        # (a bounded caller pays for it, at `unicodedata`'s price, so it keeps `unicodedata`)
-        spelt = unicodedata.normalize("NFKD", together) if made is not None else nfkc_module.whole_nfkd(together)
-        if made is not None:
+        if made is not None:  # a bounded caller pays for it, at `unicodedata`'s price, so it keeps `unicodedata`
+            spelt = unicodedata.normalize("NFKD", together)
             made.append(nfkc_module.SLOW * len(spelt))
+        else:
+            spelt = nfkc_module.whole_nfkd(together)
         kept, _ = _could_hold_an_anchor(odd, spelt, default_engine().prepare(spelt))
         if len(kept) < len(odd):
             position = {index: at for at, index in enumerate(odd)}
