@@ -126,7 +126,7 @@ def marks() -> tuple[tuple[int, int], ...]:
 CASE_PARTNERS_WITH_MARKS = frozenset("hijtwy")
 
 
-def _anchor(anchor: str, fold: bool, char: Callable[[int], str], marks: str) -> str:
+def _anchor(anchor: str, fold: bool, char: Callable[[int], str], mark_class: str, values: bool = False) -> str:
     parts = []
     marked = False  # whether marks may follow the last letter
     for letter in anchor:
@@ -135,9 +135,10 @@ def _anchor(anchor: str, fold: bool, char: Callable[[int], str], marks: str) -> 
         parts.append("".join(char(ord(c)) for c in starters))
         marked = _takes_marks(letter, fold)
         if marked:
-            parts.append(marks + "*")
+            parts.append(mark_class + "*")
     body = "".join(parts)
-    return (f"(?i:{body})" if fold else body) + ("" if marked else stop_tail(anchor))
+    tail = value_tail(anchor, marked, list(marks())) if values else ""
+    return (f"(?i:{body})" if fold else body) + (tail or ("" if marked else stop_tail(anchor)))
 
 
 def _takes_marks(letter: str, fold: bool) -> bool:
@@ -166,11 +167,12 @@ def stop_tail(anchor: str) -> str:
     return f"(?-i:[^{stops}]|[{stops}][^\\x01-\\x7f]|$)"  # (its case as written, inside a search without)
 
 
-def pattern(re2: bool) -> str:
+def pattern(re2: bool, values: bool = False) -> str:
     """Every anchor of a format and every credential key-name stem, as decomposed text spells it, and
     every invisible character but NUL (RE2's syntax, or Python's): a text holding one is cleaned
     and searched as before, since removing it can bring an anchor together. A text in NFKD holds
-    every invisible character its NFKC holds (composition makes none)."""
+    every invisible character its NFKC holds (composition makes none). `values` (RE2 only): for
+    `decomposed_value_search`."""
     def char(code: int) -> str:
         if code < 0x80:
             return re.escape(chr(code))
@@ -178,7 +180,14 @@ def pattern(re2: bool) -> str:
 
     mark = "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in marks()) + "]"
     invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
-    return "|".join([invisible, *(_anchor(anchor, fold, char, mark) for anchor, fold in _anchors())])
+    return "|".join([invisible, *(_anchor(anchor, fold, char, mark, values) for anchor, fold in _anchors())])
+
+
+@cache
+def decomposed_value_search() -> Callable[[bytes, int], int] | None:
+    """The search of `pattern` in UTF-8 JSON text without escapes that passes over the occurrences a
+    value stops (`value_tail`), as `any_form_value_search` does; None without RE2."""
+    return re2_search(pattern(True, values=True))
 
 
 def _anchors() -> list[tuple[str, bool]]:
@@ -291,6 +300,68 @@ def any_form_search() -> Callable[[bytes, int], int] | None:
 
 
 @cache
+def any_form_value_search() -> Callable[[bytes, int], int] | None:
+    """`any_form_search` for UTF-8 JSON text without escapes, which passes over the occurrences that a
+    value stops (`secret_rules.VALUE_STOPS`, `value_tail`): for the look at such a text alone, where
+    every `"` delimits a string and a key is one that `:` follows."""
+    return re2_search(any_form_pattern(values=True))
+
+
+# The letters and digits after which (or after blanks and one of them) an anchor of VALUE_STOPS in a
+# value is no place. Why such a letter stands in the cleaning of the string too, right after the anchor
+# or its blanks: it is a starter that NFKC leaves as it is and that composes with nothing before it (it
+# is none of COMPOSING), so NFKC gives it, or it composed with marks after it, which is a letter or
+# digit too (a test checks every such composition); the cleaning removes neither. Code points of the
+# Basic Multilingual Plane only: a letter beyond it is a place, as before.
+_VALUE_LETTER_BLOCKS = ((0x30, 0x7F), (0xC0, 0x24F), (0x370, 0x52F), (0x5D0, 0x5EA), (0x620, 0x64A), (0x3041, 0x30FF),
+                        (0x4E00, 0x9FFF), (0xAC00, 0xD7A3))
+
+
+@cache
+def value_letters() -> tuple[tuple[int, int], ...]:
+    """The letters and digits of `value_tail`, as (low, high) runs (~20 ms, once)."""
+    invisible = {code for low, high in secret_rules.INVISIBLE_RANGES for code in range(low, high + 1)}
+    composing = {code for low, high in COMPOSING for code in range(low, high + 1)}
+    return tuple(runs(code for low, high in _VALUE_LETTER_BLOCKS for code in range(low, high + 1)
+                      if chr(code).isalnum() and not 0xD800 <= code < 0xE000 and not unicodedata.combining(chr(code))
+                      and code not in invisible and code not in composing
+                      and unicodedata.is_normalized("NFKC", chr(code))))
+
+
+@cache
+def _letters_but(chars: str) -> list[tuple[int, int]]:
+    """`value_letters` but `chars`, as runs."""
+    left = frozenset(map(ord, chars))
+    return runs(code for low, high in value_letters() for code in range(low, high + 1) if code not in left)
+
+
+def value_tail(anchor: str, marked: bool, between: list[tuple[int, int]]) -> str:
+    """RE2's pattern of what must follow `anchor` (in text as it stands, in a JSON text without escapes)
+    for it to be a place, where `secret_rules.VALUE_STOPS` names it: anything but a letter of
+    `value_letters` other than `s` and but ASCII blanks; blanks and then anything but such a letter; or
+    such a letter in a string that `:` follows (a key: the letter or the blanks are the end of a
+    credential key name there). One of the anchor's `ANCHOR_STOPS` that an ASCII character other than
+    NUL follows stays no place in a key too. `marked`: marks may follow the anchor's last letter (the
+    pattern before this takes them, and invisible characters: `between`, which this pattern then
+    leaves out of what makes a place). "" for an anchor VALUE_STOPS does not name."""
+    if anchor not in secret_rules.VALUE_STOPS:
+        return ""
+    letters = list(value_letters())
+    without_s = _letters_but("s")  # `s` goes on to "tokens" and "id_tokens="
+    blanks = [(0x9, 0x9), (0x20, 0x20)]
+    key = '[^"]*"[ \\t\\r\\n]*:'
+    other = "[^" + re2_class(sorted([*without_s, *blanks, *(between if marked else [])]))[1:]
+    stops = secret_rules.ANCHOR_STOPS.get(anchor) if not marked and stop_tail(anchor) else None
+    if stops:
+        unstopped = _letters_but("s" + secret_rules.boundary_chars(stops))
+        letter_in_key = f"(?:[{stops}][^\\x01-\\x7f]|{re2_class(unstopped)}){key}"
+    else:
+        letter_in_key = f"{re2_class(without_s)}{key}"
+    after_blanks = "[^" + re2_class([*letters, *blanks])[1:]
+    return f"(?-i:{other}|$|{letter_in_key}|[ \\t]+(?:{after_blanks}|$|{re2_class(letters)}{key}))"
+
+
+@cache
 def crowded_string_search() -> Callable[[bytes, int], int] | None:
     """Where, at or after byte `pos`, UTF-8 JSON text without escapes next holds a string with more
     invisible characters than `text_normal.MAX_INVISIBLE_KINDS` (so possibly more kinds of them than
@@ -320,13 +391,13 @@ def re2_search(pattern: str) -> Callable[[bytes, int], int] | None:
     return search
 
 
-def any_form_pattern() -> str:
+def any_form_pattern(values: bool = False) -> str:
     """RE2's pattern of every place where the `text_normal.normalize` of a string of UTF-8 text in any
     form could hold an anchor of a format or a credential key-name stem (see above; invisible
     characters may stand anywhere between the characters that give its starters, since the cleaning
     removes them); of a run of combining marks too long to normalise once they are removed; and of
     every character this pattern cannot follow (two starters or more in its NFKD: ligatures, Hangul
-    syllables ...)."""
+    syllables ...). `values`: for `any_form_value_search`."""
     import re2
 
     from .text_normal import COMBINING_RUN_MAX
@@ -348,7 +419,8 @@ def any_form_pattern() -> str:
     invisible = [code for low, high in secret_rules.INVISIBLE_RANGES if low for code in range(low, high + 1)]
     gap = re2_class(runs(invisible)) + "*"
     marks_only = [*(c for low, high in marks() for c in range(low, high + 1)), *table.marks_only]
-    marks_between = re2_class(runs([*marks_only, *invisible])) + "*"
+    between = runs([*marks_only, *invisible])
+    marks_between = re2_class(between) + "*"
     # The cleaning counts a run of marks again once invisible characters are out, in the NFKC of the
     # string, where a character may stand for up to `most_marks` of them (U+0F73 for two): a run
     # longer than COMBINING_RUN_MAX there can come from this many characters of marks alone in a
@@ -366,11 +438,15 @@ def any_form_pattern() -> str:
             marked = _takes_marks(letter, fold)
             if marked:
                 parts.append(marks_between)
-        tail = "" if marked else stop_tail(anchor)
-        if tail:
-            # The stops count only after a character that gives the last letter alone: one whose NFKD
-            # holds marks too ("ñ" for the "n" of "token") is a place whatever follows it.
-            plain, with_marks = _plain_members(members(ord(anchor[-1]), fold))
+        tail = value_tail(anchor, marked, between) if values else ""
+        if marked and tail:
+            parts[-1] += tail
+        tail = tail or ("" if marked else stop_tail(anchor))
+        if tail and not marked:
+            # The stops count only after a character that gives the last starter alone: one whose NFKD
+            # holds marks too ("ñ" for the "n" of "token") is a place whatever follows it. (The last
+            # letter's last starter: the final jamo of a Korean anchor's last syllable.)
+            plain, with_marks = _plain_members(members(starters[-1], fold))
             parts[-1] = f"(?:(?i:{re2_class(runs(plain))}){tail}" + \
                 (f"|(?i:{re2_class(runs(with_marks))}))" if with_marks else ")")
         body = gap.join(parts)

@@ -63,7 +63,7 @@ def text_is_clean(engine: Engine, text: str, memo: Memo, budget: Budget, runs_ch
         # kinds of them than the cleaning takes either (the walk reports such a string, HIDDEN):
         # settled first when a few steps can tell, else asked last (`_kinds_fit`).
         kinds_fit = _kinds_fit(data)
-        any_form = decomposed_anchors.any_form_search() if kinds_fit is not None else None
+        any_form = decomposed_anchors.any_form_value_search() if kinds_fit is not None else None
         if any_form is None:
             return False
         decomposed, segment_runs_checked = True, False
@@ -83,7 +83,7 @@ def text_is_clean(engine: Engine, text: str, memo: Memo, budget: Budget, runs_ch
             # anchor, and for the characters that search cannot follow (`any_form_pattern`, which
             # shows why it misses none). Each string found is normalised before its check, as the
             # walk would; its marks are counted again, since decomposition can lengthen a run of them.
-            any_form = decomposed_anchors.any_form_search() if isinstance(data, bytes) else None
+            any_form = decomposed_anchors.any_form_value_search() if isinstance(data, bytes) else None
             if any_form is None:
                 return False
             decomposed, segment_runs_checked = True, False
@@ -119,7 +119,9 @@ def _decomposed_whole_is_clean(engine: Engine, text: str, data: Any, memo: Memo,
     spelt = whole_nfkd(text, data)
     if spelt.count('"') != text.count('"') or "\\" in spelt:
         return False
-    clean = _found_strings_clean(engine, engine.prepare(spelt), engine.next_decomposed_anchor, True, False,
+    prepared = engine.prepare(spelt)
+    search = decomposed_anchors.decomposed_value_search() if isinstance(prepared, bytes) else None
+    clean = _found_strings_clean(engine, prepared, search or engine.next_decomposed_anchor, True, False,
                                  MAX_SEGMENTS, memo, budget)
     return clean is True
 
@@ -222,9 +224,9 @@ def first_ascii_anchor(encoded: bytes) -> int | None:
 
 def first_any_form_place(encoded: bytes) -> int | None:
     """Where the look at a JSON text in neither normal form (`encoded`, UTF-8) finds its first place
-    (`decomposed_anchors.any_form_search`; -1: nowhere), searched ahead of the scan as
+    (`decomposed_anchors.any_form_value_search`; -1: nowhere), searched ahead of the scan as
     `first_ascii_anchor` is. None without RE2 or when the engine does not search bytes."""
-    search = decomposed_anchors.any_form_search()
+    search = decomposed_anchors.any_form_value_search()
     if search is None or not default_engine().searches_bytes:
         return None
     return search(encoded, 0)

@@ -154,6 +154,16 @@ KEY_NAME_STEMS: tuple[str, ...] = (
 # stop. A test checks every rule and key name against this table, and this table against them.
 ANCHOR_STOPS: dict[str, str] = {"token": "A-Za-rt-z0-9"}
 
+# Anchors that, in a string that is a JSON value and no key, no finding continues with a letter or
+# digit (other than `s`), nor with blanks and then a letter or digit: every rule each anchors wants
+# right after it `s`, a separator, a quote, or blanks and then `:` or `=`. In a key the credential
+# key name wants less (`token` then a blank ends the word), so the stops hold for values alone. The
+# look at a JSON text (raw_look.py) passes over such occurrences in a value, so that a mebibyte of
+# labels saying "token budget" or "パスワードを忘れた" is not a mebibyte of places. The letters are
+# those NFKC leaves as they are (decomposed_anchors.value_letters). A test checks this table against
+# every rule.
+VALUE_STOPS: frozenset[str] = frozenset({"token", *UNSPACED_CREDENTIAL_WORDS})
+
 # Credential words as they appear in running text before `:` or `=`, one rule per group so that each
 # pattern starts with its own literal (and only the groups whose anchor occurs are searched). A word
 # may carry a suffix after a separator ("password_file", "secret-key") but not after a letter, so

@@ -169,6 +169,7 @@ def test_the_scanner_finds_the_same_with_the_stops_as_without(entries: list[tupl
 def _searches_built_again() -> None:
     """The searches built from the table are built again at their next use."""
     for cached in (decomposed_anchors.any_form_search, decomposed_anchors._starters,
-                   decomposed_anchors.unsure_characters):
+                   decomposed_anchors.unsure_characters, decomposed_anchors.any_form_value_search,
+                   decomposed_anchors.decomposed_value_search):
         cached.cache_clear()
     default_engine().__dict__.pop("_decomposed_anchor", None)
