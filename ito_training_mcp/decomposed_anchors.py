@@ -126,7 +126,10 @@ def marks() -> tuple[tuple[int, int], ...]:
 CASE_PARTNERS_WITH_MARKS = frozenset("hijtwy")
 
 
-def _anchor(anchor: str, fold: bool, char: Callable[[int], str], mark_class: str, values: bool = False) -> str:
+def _anchor(anchor: str, fold: bool, char: Callable[[int], str], mark_class: str,
+            values: bool = False) -> tuple[str, str]:
+    """The anchor's pattern, and (`values`) the pattern of its occurrences that are places in a key
+    alone ("" for none: see `value_tail`)."""
     parts = []
     marked = False  # whether marks may follow the last letter
     for letter in anchor:
@@ -137,8 +140,9 @@ def _anchor(anchor: str, fold: bool, char: Callable[[int], str], mark_class: str
         if marked:
             parts.append(mark_class + "*")
     body = "".join(parts)
-    tail = value_tail(anchor, marked, list(marks())) if values else ""
-    return (f"(?i:{body})" if fold else body) + (tail or ("" if marked else stop_tail(anchor)))
+    body = f"(?i:{body})" if fold else body
+    tail, in_key = value_tail(anchor, marked, list(marks())) if values else ("", "")
+    return body + (tail or ("" if marked else stop_tail(anchor))), body + in_key if in_key else ""
 
 
 def _takes_marks(letter: str, fold: bool) -> bool:
@@ -180,7 +184,13 @@ def pattern(re2: bool, values: bool = False) -> str:
 
     mark = "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in marks()) + "]"
     invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
-    return "|".join([invisible, *(_anchor(anchor, fold, char, mark, values) for anchor, fold in _anchors())])
+    made = [_anchor(anchor, fold, char, mark, values) for anchor, fold in _anchors()]
+    return "|".join([invisible, *(anchor for anchor, _ in made), *_in_keys([keyed for _, keyed in made if keyed])])
+
+
+def _in_keys(keyed: list[str]) -> list[str]:
+    """The one pattern of the occurrences that only a key makes places (`KEY_REST` after them all)."""
+    return ["(?:" + "|".join(keyed) + ")" + KEY_REST] if keyed else []
 
 
 @cache
@@ -335,30 +345,37 @@ def _letters_but(chars: str) -> list[tuple[int, int]]:
     return runs(code for low, high in value_letters() for code in range(low, high + 1) if code not in left)
 
 
-def value_tail(anchor: str, marked: bool, between: list[tuple[int, int]]) -> str:
-    """RE2's pattern of what must follow `anchor` (in text as it stands, in a JSON text without escapes)
-    for it to be a place, where `secret_rules.VALUE_STOPS` names it: anything but a letter of
-    `value_letters` other than `s` and but ASCII blanks; blanks and then anything but such a letter; or
-    such a letter in a string that `:` follows (a key: the letter or the blanks are the end of a
-    credential key name there). One of the anchor's `ANCHOR_STOPS` that an ASCII character other than
-    NUL follows stays no place in a key too. `marked`: marks may follow the anchor's last letter (the
-    pattern before this takes them, and invisible characters: `between`, which this pattern then
-    leaves out of what makes a place). "" for an anchor VALUE_STOPS does not name."""
+# The rest of a string that is a key, in JSON text without escapes: one pattern after every occurrence
+# that only a key makes a place (`value_tail`), so that RE2's DFA follows one such rest at a time
+# however many occurrences a string holds (one for each anchor crowded it out of memory: an attacker
+# review's labels of a dozen credential words took 1.5 s a mebibyte).
+KEY_REST = '[^"]*"[ \\t\\r\\n]*:'
+
+
+def value_tail(anchor: str, marked: bool, between: list[tuple[int, int]]) -> tuple[str, str]:
+    """RE2's patterns of what must follow `anchor` (in text as it stands, in a JSON text without
+    escapes) for it to be a place, where `secret_rules.VALUE_STOPS` names it: anything but a letter of
+    `value_letters` other than `s` and but ASCII blanks, or blanks and then anything but such a letter
+    (the first pattern); and such a letter, or blanks and one, in a string that is a key (the second,
+    which KEY_REST must follow: the letter or the blanks end a credential key name there). One of the
+    anchor's `ANCHOR_STOPS` that an ASCII character other than NUL follows stays no place in a key
+    too. `marked`: marks may follow the anchor's last letter (the pattern before this takes them, and
+    invisible characters: `between`, which the first pattern then leaves out of what makes a place).
+    ("", "") for an anchor VALUE_STOPS does not name."""
     if anchor not in secret_rules.VALUE_STOPS:
-        return ""
+        return "", ""
     letters = list(value_letters())
     without_s = _letters_but("s")  # `s` goes on to "tokens" and "id_tokens="
     blanks = [(0x9, 0x9), (0x20, 0x20)]
-    key = '[^"]*"[ \\t\\r\\n]*:'
     other = "[^" + re2_class(sorted([*without_s, *blanks, *(between if marked else [])]))[1:]
     stops = secret_rules.ANCHOR_STOPS.get(anchor) if not marked and stop_tail(anchor) else None
     if stops:
-        unstopped = _letters_but("s" + secret_rules.boundary_chars(stops))
-        letter_in_key = f"(?:[{stops}][^\\x01-\\x7f]|{re2_class(unstopped)}){key}"
+        letter = f"(?:[{stops}][^\\x01-\\x7f]|{re2_class(_letters_but('s' + secret_rules.boundary_chars(stops)))})"
     else:
-        letter_in_key = f"{re2_class(without_s)}{key}"
+        letter = re2_class(without_s)
     after_blanks = "[^" + re2_class([*letters, *blanks])[1:]
-    return f"(?-i:{other}|$|{letter_in_key}|[ \\t]+(?:{after_blanks}|$|{re2_class(letters)}{key}))"
+    return (f"(?-i:{other}|$|[ \\t]+(?:{after_blanks}|$))",
+            f"(?-i:{letter}|[ \\t]+{re2_class(letters)})")
 
 
 @cache
@@ -428,6 +445,7 @@ def any_form_pattern(values: bool = False) -> str:
     run = -(-(COMBINING_RUN_MAX + 1 - table.most_marks) // table.most_marks)
     mark = re2_class(runs(marks_only))
     patterns = [re2_class(runs(table.unsure)), f"{mark}(?:{gap}{mark}){{{run - 1}}}"]
+    keyed: list[str] = []  # the anchors' occurrences that only a key makes places (`value_tail`)
     for anchor, fold in _anchors():
         parts = []
         marked = False  # whether marks may follow the last letter
@@ -438,20 +456,28 @@ def any_form_pattern(values: bool = False) -> str:
             marked = _takes_marks(letter, fold)
             if marked:
                 parts.append(marks_between)
-        tail = value_tail(anchor, marked, between) if values else ""
-        if marked and tail:
-            parts[-1] += tail
+        tail, in_key = value_tail(anchor, marked, between) if values else ("", "")
         tail = tail or ("" if marked else stop_tail(anchor))
-        if tail and not marked:
-            # The stops count only after a character that gives the last starter alone: one whose NFKD
-            # holds marks too ("ñ" for the "n" of "token") is a place whatever follows it. (The last
-            # letter's last starter: the final jamo of a Korean anchor's last syllable.)
-            plain, with_marks = _plain_members(members(starters[-1], fold))
-            parts[-1] = f"(?:(?i:{re2_class(runs(plain))}){tail}" + \
-                (f"|(?i:{re2_class(runs(with_marks))}))" if with_marks else ")")
-        body = gap.join(parts)
-        patterns.append(f"(?i:{body})" if fold else body)
-    return "|".join(patterns)
+
+        def ending_with(tail: str, parts: list[str] = parts, marked: bool = marked, last: int = starters[-1],
+                        fold: bool = fold) -> str:
+            """The anchor's pattern, with what must follow its last starter."""
+            if tail and marked:
+                parts = [*parts[:-1], parts[-1] + tail]
+            elif tail:
+                # The stops count only after a character that gives the last starter alone: one whose
+                # NFKD holds marks too ("ñ" for the "n" of "token") is a place whatever follows it. (The
+                # last letter's last starter: the final jamo of a Korean anchor's last syllable.)
+                plain, with_marks = _plain_members(members(last, fold))
+                parts = [*parts[:-1], f"(?:(?i:{re2_class(runs(plain))}){tail}" +
+                         (f"|(?i:{re2_class(runs(with_marks))}))" if with_marks else ")")]
+            body = gap.join(parts)
+            return f"(?i:{body})" if fold else body
+
+        patterns.append(ending_with(tail))
+        if in_key:
+            keyed.append(ending_with(in_key))
+    return "|".join([*patterns, *_in_keys(keyed)])
 
 
 def _plain_members(codes: list[int]) -> tuple[list[int], list[int]]:
