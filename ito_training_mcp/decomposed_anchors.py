@@ -37,7 +37,12 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
 
-from . import secret_rules
+from . import secret_rules, several_starters
+from .anchor_tails import KEY_REST as KEY_REST
+from .anchor_tails import in_keys as _in_keys
+from .anchor_tails import stop_tail as stop_tail
+from .anchor_tails import value_letters as value_letters
+from .anchor_tails import value_tail as value_tail
 from .invisible import re2_class, runs, utf8_starts
 
 # The characters that may compose with the one before them (NFKC's quick check says "maybe" for
@@ -152,25 +157,6 @@ def _takes_marks(letter: str, fold: bool) -> bool:
         fold and letter.lower() in CASE_PARTNERS_WITH_MARKS)
 
 
-def stop_tail(anchor: str) -> str:
-    """What must follow `anchor` for it to be a place, in RE2's syntax and Python's alike: anything
-    but one of its stop characters (`secret_rules.ANCHOR_STOPS`) that an ASCII character other than
-    NUL, or the end, follows; "" for an anchor without stops. Why such an occurrence is none: the
-    anchor's last letter is its own NFKD, one starter alone (the callers see that no marks may
-    follow it) and the stop is
-    ASCII, and so is what follows it, so NFKC leaves the stop as it is, right after that letter (an
-    ASCII character is never the second of a pair that composes, and one followed by another ASCII
-    character composes with nothing); and the cleaning removes nothing between them, nor right after
-    the stop (NUL is invisible: removed, it would let a mark after it compose with the stop, as an
-    attacker review found). A text in which the stop is followed by anything else (a mark, an
-    invisible character, NUL, any character that is not ASCII) is a place, as before: the search
-    finds a little more than it must."""
-    stops = secret_rules.ANCHOR_STOPS.get(anchor)
-    if stops is None or unicodedata.normalize("NFKD", anchor[-1]) != anchor[-1]:
-        return ""
-    return f"(?-i:[^{stops}]|[{stops}][^\\x01-\\x7f]|$)"  # (its case as written, inside a search without)
-
-
 def pattern(re2: bool, values: bool = False) -> str:
     """Every anchor of a format and every credential key-name stem, as decomposed text spells it, and
     every invisible character but NUL (RE2's syntax, or Python's): a text holding one is cleaned
@@ -186,11 +172,6 @@ def pattern(re2: bool, values: bool = False) -> str:
     invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
     made = [_anchor(anchor, fold, char, mark, values) for anchor, fold in _anchors()]
     return "|".join([invisible, *(anchor for anchor, _ in made), *_in_keys([keyed for _, keyed in made if keyed])])
-
-
-def _in_keys(keyed: list[str]) -> list[str]:
-    """The one pattern of the occurrences that only a key makes places (`KEY_REST` after them all)."""
-    return ["(?:" + "|".join(keyed) + ")" + KEY_REST] if keyed else []
 
 
 @cache
@@ -219,16 +200,20 @@ def _anchors() -> list[tuple[str, bool]]:
 # pattern gives none: its NFKD is marks only. So `s` holds, for each starter `b` of the pattern, a
 # character whose NFKD's one starter is `b` (under case folding, one whose starter folds with `b`),
 # and between two of them characters whose NFKD is marks only, where the pattern allows marks, and
-# nothing where it does not. The pattern built here is that, with every character that has two
-# starters or more, and every one whose NFKD holds an invisible character, as patterns of their own:
-# where one of them stands, the caller looks the long way. It finds more than it must (a letter with
-# marks of its own for a bare letter of the anchor), never less; a test checks it against NFKC.
+# nothing where it does not. The pattern built here is that. A character of two starters or more
+# (a ligature, a fraction) is followed where its starters could give part of an anchor, by a second
+# pattern (several_starters.py, `several_pattern`); Hangul syllables, and every character whose NFKD
+# holds an invisible one, are patterns of their own: where one of them stands, the caller looks the
+# long way. It finds more than it must (a letter with marks of its own for a bare letter of the
+# anchor), never less; tests check it against NFKC.
 
 
 class _Starters(NamedTuple):
     by_starter: dict[int, list[int]]  # the characters whose NFKD holds exactly one starter, by that starter
     marks_only: list[int]  # those whose NFKD holds marks (non-starters) only
-    unsure: list[int]  # those whose NFKD holds two starters or more, or an invisible character
+    unsure: list[int]  # those whose NFKD holds an invisible character, Hangul syllables, and those of
+    # several starters whose NFKD begins with a mark that could take part in a place
+    several: list[tuple[int, tuple[int, ...]]]  # the others of two starters or more, with their starters
     most_marks: int  # the most marks any character's NFKD holds (three: U+1F82)
 
 
@@ -241,6 +226,7 @@ def _starters() -> _Starters:
     by_starter: dict[int, list[int]] = {}
     marks_only: list[int] = []
     unsure: list[int] = []
+    several: list[tuple[int, tuple[int, ...]]] = []
     most_marks = 1
     may_take_part = _may_take_part()
     for code in nfkd_changed():
@@ -250,23 +236,25 @@ def _starters() -> _Starters:
         if not invisible.isdisjoint(map(ord, decomposed)):
             unsure.append(code)
         elif len(starters) > 1:
-            if may_take_part(code, decomposed, starters):
+            if code not in _HANGUL_SYLLABLES and not unicodedata.combining(decomposed[0]):
+                several.append((code, tuple(map(ord, starters))))
+            elif may_take_part(code, decomposed, starters):
                 unsure.append(code)
         elif starters:
             by_starter.setdefault(ord(starters[0]), []).append(code)
         else:
             marks_only.append(code)
-    return _Starters(by_starter, marks_only, unsure, most_marks)
+    return _Starters(by_starter, marks_only, unsure, several, most_marks)
 
 
-# A character whose NFKD holds two starters or more is a place of its own only when it could take
-# part in one. Why that misses none: a place (the starters of an anchor, in order) that takes in any
+# A Hangul syllable, or a character whose NFKD begins with a mark and holds two starters or more, is a
+# place of its own only when it could take part in one (the others of several starters are followed:
+# several_starters.py). Why that misses none: a place (the starters of an anchor, in order) that takes in any
 # of the character's NFKD either holds all of it, or begins before it and ends inside it (so it holds
 # its first starter, and any marks before that one), or begins inside it and ends after (its last
 # starter), or lies within it. So a character whose NFKD begins with a starter, whose first and last
 # starters are none that any anchor's letter gives (under either engine's case folding), and within
-# whose NFKD the search of decomposed anchors finds nothing, is no part of any place: U+FDFA (18
-# Arabic letters and spaces) is not, U+3300 (katakana ending in the "to" of "token") is. Hangul
+# whose NFKD the search of decomposed anchors finds nothing, is no part of any place. Hangul
 # syllables stay places of their own (the pattern spells Korean anchors by their jamo).
 _HANGUL_SYLLABLES = range(0xAC00, 0xD7A4)
 
@@ -297,16 +285,18 @@ def _may_take_part() -> Callable[[int, str, list[str]], bool]:
 
 @cache
 def unsure_characters() -> frozenset[int]:
-    """The characters the search in any form cannot follow: two starters or more in their NFKD, or
-    an invisible character (it finds each as a place of its own)."""
+    """The characters the search in any form cannot follow: Hangul syllables, those whose NFKD holds
+    an invisible character, and those of several starters whose NFKD begins with a mark (it finds
+    each as a place of its own)."""
     return frozenset(_starters().unsure)
 
 
 @cache
 def any_form_search() -> Callable[[bytes, int], int] | None:
-    """Where, at or after byte `pos`, UTF-8 `data` next holds a place of `any_form_pattern` (-1: none),
-    in one search (~2.5 ms a mebibyte); None without RE2. Built at first use (~0.2 s, once)."""
-    return re2_search(any_form_pattern())
+    """Where, at or after byte `pos`, UTF-8 `data` next holds a place of `any_form_pattern` or of
+    `several_pattern` (-1: none), in one search (~2.5 ms a mebibyte), and one more in a text holding a
+    character of several starters; None without RE2. Built at first use (~0.5 s, once)."""
+    return _with_several(re2_search(any_form_pattern()))
 
 
 @cache
@@ -314,68 +304,39 @@ def any_form_value_search() -> Callable[[bytes, int], int] | None:
     """`any_form_search` for UTF-8 JSON text without escapes, which passes over the occurrences that a
     value stops (`secret_rules.VALUE_STOPS`, `value_tail`): for the look at such a text alone, where
     every `"` delimits a string and a key is one that `:` follows."""
-    return re2_search(any_form_pattern(values=True))
+    return _with_several(re2_search(any_form_pattern(values=True)))
 
 
-# The letters and digits after which (or after blanks and one of them) an anchor of VALUE_STOPS in a
-# value is no place. Why such a letter stands in the cleaning of the string too, right after the anchor
-# or its blanks: it is a starter that NFKC leaves as it is and that composes with nothing before it (it
-# is none of COMPOSING), so NFKC gives it, or it composed with marks after it, which is a letter or
-# digit too (a test checks every such composition); the cleaning removes neither. Code points of the
-# Basic Multilingual Plane only: a letter beyond it is a place, as before.
-_VALUE_LETTER_BLOCKS = ((0x30, 0x7F), (0xC0, 0x24F), (0x370, 0x52F), (0x5D0, 0x5EA), (0x620, 0x64A), (0x3041, 0x30FF),
-                        (0x4E00, 0x9FFF), (0xAC00, 0xD7A3))
+def several_pattern() -> str:
+    """RE2's pattern of the places where characters of several starters give part of an anchor (a
+    ligature, a fraction, a letter of two: several_starters.py); "" for none."""
+    return _several().pattern
 
 
-@cache
-def value_letters() -> tuple[tuple[int, int], ...]:
-    """The letters and digits of `value_tail`, as (low, high) runs (~20 ms, once)."""
-    invisible = {code for low, high in secret_rules.INVISIBLE_RANGES for code in range(low, high + 1)}
-    composing = {code for low, high in COMPOSING for code in range(low, high + 1)}
-    return tuple(runs(code for low, high in _VALUE_LETTER_BLOCKS for code in range(low, high + 1)
-                      if chr(code).isalnum() and not 0xD800 <= code < 0xE000 and not unicodedata.combining(chr(code))
-                      and code not in invisible and code not in composing
-                      and unicodedata.is_normalized("NFKC", chr(code))))
+def _with_several(search: Callable[[bytes, int], int] | None) -> Callable[[bytes, int], int] | None:
+    """`search`, and the search of `several_pattern` where `data` holds one of its characters (a look
+    at the bytes first): the nearer place. The other search's place is kept for the next call with the
+    same `data` (each look asks for the places one after another)."""
+    several = _several()
+    other = re2_search(several.pattern) if several.pattern else None
+    if search is None or other is None:
+        return search
+    holds = utf8_starts(several.codes)
+    known: tuple[bytes | None, bool, int, int] = (None, False, 0, -1)  # data, holds, searched from, found
 
-
-@cache
-def _letters_but(chars: str) -> list[tuple[int, int]]:
-    """`value_letters` but `chars`, as runs."""
-    left = frozenset(map(ord, chars))
-    return runs(code for low, high in value_letters() for code in range(low, high + 1) if code not in left)
-
-
-# The rest of a string that is a key, in JSON text without escapes: one pattern after every occurrence
-# that only a key makes a place (`value_tail`), so that RE2's DFA follows one such rest at a time
-# however many occurrences a string holds (one for each anchor crowded it out of memory: an attacker
-# review's labels of a dozen credential words took 1.5 s a mebibyte).
-KEY_REST = '[^"]*"[ \\t\\r\\n]*:'
-
-
-def value_tail(anchor: str, marked: bool, between: list[tuple[int, int]]) -> tuple[str, str]:
-    """RE2's patterns of what must follow `anchor` (in text as it stands, in a JSON text without
-    escapes) for it to be a place, where `secret_rules.VALUE_STOPS` names it: anything but a letter of
-    `value_letters` other than `s` and but ASCII blanks, or blanks and then anything but such a letter
-    (the first pattern); and such a letter, or blanks and one, in a string that is a key (the second,
-    which KEY_REST must follow: the letter or the blanks end a credential key name there). One of the
-    anchor's `ANCHOR_STOPS` that an ASCII character other than NUL follows stays no place in a key
-    too. `marked`: marks may follow the anchor's last letter (the pattern before this takes them, and
-    invisible characters: `between`, which the first pattern then leaves out of what makes a place).
-    ("", "") for an anchor VALUE_STOPS does not name."""
-    if anchor not in secret_rules.VALUE_STOPS:
-        return "", ""
-    letters = list(value_letters())
-    without_s = _letters_but("s")  # `s` goes on to "tokens" and "id_tokens="
-    blanks = [(0x9, 0x9), (0x20, 0x20)]
-    other = "[^" + re2_class(sorted([*without_s, *blanks, *(between if marked else [])]))[1:]
-    stops = secret_rules.ANCHOR_STOPS.get(anchor) if not marked and stop_tail(anchor) else None
-    if stops:
-        letter = f"(?:[{stops}][^\\x01-\\x7f]|{re2_class(_letters_but('s' + secret_rules.boundary_chars(stops)))})"
-    else:
-        letter = re2_class(without_s)
-    after_blanks = "[^" + re2_class([*letters, *blanks])[1:]
-    return (f"(?-i:{other}|$|[ \\t]+(?:{after_blanks}|$))",
-            f"(?-i:{letter}|[ \\t]+{re2_class(letters)})")
+    def either(data: bytes, pos: int) -> int:
+        nonlocal known
+        at = search(data, pos)
+        seen, held, since, found = known
+        if seen is not data:
+            held, since, found = holds(data), -1, -1
+        if held and not (0 <= since <= pos and (found < 0 or found >= pos)):
+            since, found = pos, other(data, pos)
+        known = (data, held, since, found)
+        if not held or found < 0:
+            return at
+        return found if at < 0 else min(at, found)
+    return either
 
 
 @cache
@@ -408,13 +369,27 @@ def re2_search(pattern: str) -> Callable[[bytes, int], int] | None:
     return search
 
 
-def any_form_pattern(values: bool = False) -> str:
-    """RE2's pattern of every place where the `text_normal.normalize` of a string of UTF-8 text in any
-    form could hold an anchor of a format or a credential key-name stem (see above; invisible
-    characters may stand anywhere between the characters that give its starters, since the cleaning
-    removes them); of a run of combining marks too long to normalise once they are removed; and of
-    every character this pattern cannot follow (two starters or more in its NFKD: ligatures, Hangul
-    syllables ...). `values`: for `any_form_value_search`."""
+class _Anchor(NamedTuple):
+    anchor: str
+    fold: bool
+    steps: list[str]  # for each starter of its NFKD, a character that gives it (marks after, where it takes them)
+    starters: list[int]
+    marks_after: list[bool]  # whether marks may follow each starter
+    members: list[list[int]]  # the characters that give each starter
+
+
+class _Pieces(NamedTuple):
+    members: Callable[[int, bool], list[int]]
+    gap: str  # invisible characters, between two characters of an anchor
+    between: list[tuple[int, int]]  # marks and invisible characters, as runs
+    marks_between: str
+    long_run: str  # a run of marks too long to normalise
+    anchors: list[_Anchor]
+
+
+@cache
+def _pieces() -> _Pieces:
+    """What the patterns of text in any form are made of (built once)."""
     import re2
 
     from .text_normal import COMBINING_RUN_MAX
@@ -444,40 +419,108 @@ def any_form_pattern(values: bool = False) -> str:
     # row (invisible ones between), after a letter bringing up to `most_marks` of its own.
     run = -(-(COMBINING_RUN_MAX + 1 - table.most_marks) // table.most_marks)
     mark = re2_class(runs(marks_only))
-    patterns = [re2_class(runs(table.unsure)), f"{mark}(?:{gap}{mark}){{{run - 1}}}"]
-    keyed: list[str] = []  # the anchors' occurrences that only a key makes places (`value_tail`)
+    anchors = []
     for anchor, fold in _anchors():
-        parts = []
-        marked = False  # whether marks may follow the last letter
+        steps: list[str] = []
+        starters: list[int] = []
+        marks_after: list[bool] = []
         for letter in anchor:
             decomposed = unicodedata.normalize("NFKD", letter)
-            starters = [ord(c) for c in decomposed if not unicodedata.combining(c)]
-            parts += [re2_class(runs(members(starter, fold))) for starter in starters]
+            own = [ord(c) for c in decomposed if not unicodedata.combining(c)]
+            steps += [re2_class(runs(members(starter, fold))) for starter in own]
+            starters += own
             marked = _takes_marks(letter, fold)
+            marks_after += [False] * (len(own) - 1) + [marked]
             if marked:
-                parts.append(marks_between)
-        tail, in_key = value_tail(anchor, marked, between) if values else ("", "")
+                steps[-1] += marks_between
+        anchors.append(_Anchor(anchor, fold, steps, starters, marks_after,
+                               [members(starter, fold) for starter in starters]))
+    return _Pieces(members, gap, between, marks_between, f"{mark}(?:{gap}{mark}){{{run - 1}}}", anchors)
+
+
+def any_form_pattern(values: bool = False) -> str:
+    """RE2's pattern of every place where the `text_normal.normalize` of a string of UTF-8 text in any
+    form could hold an anchor of a format or a credential key-name stem (see above; invisible
+    characters may stand anywhere between the characters that give its starters, since the cleaning
+    removes them); of a run of combining marks too long to normalise once they are removed; and of
+    every character this pattern cannot follow (Hangul syllables, and those whose NFKD holds an
+    invisible character), or that gives a whole anchor alone. The places where characters of several
+    starters give part of an anchor (a ligature, a fraction) are `several_pattern`'s. `values`: for
+    `any_form_value_search`."""
+    pieces = _pieces()
+    patterns = [re2_class(runs({*_starters().unsure, *_several().alone})), pieces.long_run]
+    keyed: list[str] = []  # the anchors' occurrences that only a key makes places (`value_tail`)
+    for anchor, fold, steps, starters, marks_after, _ in pieces.anchors:
+        marked = marks_after[-1]  # whether marks may follow the last letter
+        tail, in_key = value_tail(anchor, marked, pieces.between) if values else ("", "")
         tail = tail or ("" if marked else stop_tail(anchor))
 
-        def ending_with(tail: str, parts: list[str] = parts, marked: bool = marked, last: int = starters[-1],
+        def ending_with(tail: str, steps: list[str] = steps, marked: bool = marked, last: int = starters[-1],
                         fold: bool = fold) -> str:
             """The anchor's pattern, with what must follow its last starter."""
             if tail and marked:
-                parts = [*parts[:-1], parts[-1] + tail]
+                steps = [*steps[:-1], steps[-1] + tail]
             elif tail:
                 # The stops count only after a character that gives the last starter alone: one whose
                 # NFKD holds marks too ("ñ" for the "n" of "token") is a place whatever follows it. (The
                 # last letter's last starter: the final jamo of a Korean anchor's last syllable.)
-                plain, with_marks = _plain_members(members(last, fold))
-                parts = [*parts[:-1], f"(?:(?i:{re2_class(runs(plain))}){tail}" +
+                plain, with_marks = _plain_members(pieces.members(last, fold))
+                steps = [*steps[:-1], f"(?:(?i:{re2_class(runs(plain))}){tail}" +
                          (f"|(?i:{re2_class(runs(with_marks))}))" if with_marks else ")")]
-            body = gap.join(parts)
+            body = pieces.gap.join(steps)
             return f"(?i:{body})" if fold else body
 
         patterns.append(ending_with(tail))
         if in_key:
             keyed.append(ending_with(in_key))
     return "|".join([*patterns, *_in_keys(keyed)])
+
+
+class _Several(NamedTuple):
+    alone: frozenset[int]  # characters of several starters among whose starters an anchor lies
+    pattern: str  # where others give part of one (`several_starters.places`); "" for none
+    codes: frozenset[int]  # the characters of several starters that pattern holds
+
+
+@cache
+def _several() -> _Several:
+    """The places characters of several starters make (see several_starters.py; built once)."""
+    import re2
+
+    pieces = _pieces()
+    several = _starters().several
+    starters_text = "".join(sorted({chr(c) for _, own in several for c in own}))
+
+    @cache
+    def folding(starter: int) -> frozenset[int]:
+        """The starters of characters of several starters that RE2 takes for this one, without case."""
+        folds = re2.compile(f"(?i:\\x{{{starter:x}}})")
+        return frozenset(ord(match.group()) for match in folds.finditer(starters_text))
+
+    alone: set[int] = set()
+    codes: set[int] = set()
+    patterns: list[str] = []
+    ending: dict[tuple[str, bool], set[int]] = {}  # characters that end an anchor, by what precedes them
+    for _, fold, steps, starters, marks_after, members in pieces.anchors:
+        fitting = [frozenset(own) | (folding(starter) if fold else frozenset())
+                   for own, starter in zip(members, starters, strict=True)]
+        anchors_own = frozenset().union(*fitting)  # (most characters hold none of them)
+
+        def fits(starter: int, i: int, fitting: list[frozenset[int]] = fitting) -> bool:
+            return starter in fitting[i]
+
+        found = several_starters.spelt(len(starters), fits,
+                                       [(code, own) for code, own in several if not anchors_own.isdisjoint(own)])
+        alone |= found.alone
+        codes.update(*found.exact.values(), *found.begins.values(), *found.ends.values())
+        made, ended = several_starters.places(steps, marks_after, found, lambda chars: re2_class(runs(chars)),
+                                              pieces.gap, pieces.marks_between)
+        patterns += [f"(?i:{pattern})" if fold else pattern for pattern in made]
+        for before, chars in ended.items():
+            ending.setdefault((before, fold), set()).update(chars)
+    patterns += [f"(?i:{before}{klass})" if fold else before + klass
+                 for (before, fold), chars in sorted(ending.items()) for klass in [re2_class(runs(chars))]]
+    return _Several(frozenset(alone), "|".join(patterns), frozenset(codes))
 
 
 def _plain_members(codes: list[int]) -> tuple[list[int], list[int]]:
