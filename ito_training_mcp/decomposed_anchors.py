@@ -293,18 +293,22 @@ def unsure_characters() -> frozenset[int]:
 
 @cache
 def any_form_search() -> Callable[[bytes, int], int] | None:
-    """Where, at or after byte `pos`, UTF-8 `data` next holds a place of `any_form_pattern` or of
-    `several_pattern` (-1: none), in one search (~2.5 ms a mebibyte), and one more in a text holding a
-    character of several starters; None without RE2. Built at first use (~0.5 s, once)."""
-    return _with_several(re2_search(any_form_pattern()))
+    """Where, at or after byte `pos`, UTF-8 `data` next holds a place of `any_form_pattern` (-1: none),
+    in one search (~2.5 ms a mebibyte); None without RE2. Built at first use (~0.5 s, once). (For the
+    walk's strings, one by one or a slice at a time: a character of several starters that could give
+    part of an anchor is a place there, one search of the text serving each.)"""
+    return re2_search(any_form_pattern())
 
 
 @cache
-def any_form_value_search() -> Callable[[bytes, int], int] | None:
+def any_form_value_search(several: bool = True) -> Callable[[bytes, int], int] | None:
     """`any_form_search` for UTF-8 JSON text without escapes, which passes over the occurrences that a
     value stops (`secret_rules.VALUE_STOPS`, `value_tail`): for the look at such a text alone, where
-    every `"` delimits a string and a key is one that `:` follows."""
-    return _with_several(re2_search(any_form_pattern(values=True)))
+    every `"` delimits a string and a key is one that `:` follows. Places where characters of several
+    starters give part of an anchor are found by a second search, `several_pattern`'s, taken only on
+    text holding one of them. `several=False`: for a text known to hold none (`byte_facts`)."""
+    search = re2_search(any_form_pattern(values=True))
+    return _with_several(search) if several else search
 
 
 def several_pattern() -> str:
@@ -444,11 +448,13 @@ def any_form_pattern(values: bool = False) -> str:
     characters may stand anywhere between the characters that give its starters, since the cleaning
     removes them); of a run of combining marks too long to normalise once they are removed; and of
     every character this pattern cannot follow (Hangul syllables, and those whose NFKD holds an
-    invisible character), or that gives a whole anchor alone. The places where characters of several
-    starters give part of an anchor (a ligature, a fraction) are `several_pattern`'s. `values`: for
-    `any_form_value_search`."""
+    invisible character), or that gives a whole anchor alone. A character of several starters that
+    could give part of an anchor (a ligature, a fraction) is a place of its own too, but with `values`
+    (for `any_form_value_search`), where the places it makes are `several_pattern`'s."""
     pieces = _pieces()
-    patterns = [re2_class(runs({*_starters().unsure, *_several().alone})), pieces.long_run]
+    several = _several()
+    alone = {*_starters().unsure, *several.alone, *(() if values else several.codes)}
+    patterns = [re2_class(runs(alone)), pieces.long_run]
     keyed: list[str] = []  # the anchors' occurrences that only a key makes places (`value_tail`)
     for anchor, fold, steps, starters, marks_after, _ in pieces.anchors:
         marked = marks_after[-1]  # whether marks may follow the last letter

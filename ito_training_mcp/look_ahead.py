@@ -54,7 +54,8 @@ class LookAhead:
             # invisible characters (all forbidden: a refusal, whose scan searches it so first)
             in_any_form = ascii_anchor is None and (look.forbidden_possible if facts is None else
                                                     facts.forbidden or (facts.nfkc_unsure and facts.nfkd_unsure))
-            self._places = (ascii_anchor, secret_scan.first_any_form_place(content) if in_any_form else None)
+            several = facts is None or facts.several
+            self._places = (ascii_anchor, secret_scan.first_any_form_place(content, several) if in_any_form else None)
         except Exception:  # noqa: S110 - the checks meet the failure themselves
             pass
         finally:

@@ -49,6 +49,7 @@ def text_is_clean(engine: Engine, text: str, memo: Memo, budget: Budget, runs_ch
     takes one of those searches first.
     """
     ascii_only = text.isascii()
+    several = facts is None or facts.several  # a character of several starters may stand in it
     if not ascii_only and not runs_checked and long_combining_run(text):
         return False
     data = engine.prepare(text) if data is None else data
@@ -63,7 +64,7 @@ def text_is_clean(engine: Engine, text: str, memo: Memo, budget: Budget, runs_ch
         # kinds of them than the cleaning takes either (the walk reports such a string, HIDDEN):
         # settled first when a few steps can tell, else asked last (`_kinds_fit`).
         kinds_fit = _kinds_fit(data)
-        any_form = decomposed_anchors.any_form_value_search() if kinds_fit is not None else None
+        any_form = decomposed_anchors.any_form_value_search(several) if kinds_fit is not None else None
         if any_form is None:
             return False
         decomposed, segment_runs_checked = True, False
@@ -83,7 +84,7 @@ def text_is_clean(engine: Engine, text: str, memo: Memo, budget: Budget, runs_ch
             # anchor, and for the characters that search cannot follow (`any_form_pattern`, which
             # shows why it misses none). Each string found is normalised before its check, as the
             # walk would; its marks are counted again, since decomposition can lengthen a run of them.
-            any_form = decomposed_anchors.any_form_value_search() if isinstance(data, bytes) else None
+            any_form = decomposed_anchors.any_form_value_search(several) if isinstance(data, bytes) else None
             if any_form is None:
                 return False
             decomposed, segment_runs_checked = True, False
@@ -222,11 +223,12 @@ def first_ascii_anchor(encoded: bytes) -> int | None:
     return engine.next_ascii_anchor(encoded, 0)
 
 
-def first_any_form_place(encoded: bytes) -> int | None:
+def first_any_form_place(encoded: bytes, several: bool = True) -> int | None:
     """Where the look at a JSON text in neither normal form (`encoded`, UTF-8) finds its first place
     (`decomposed_anchors.any_form_value_search`; -1: nowhere), searched ahead of the scan as
-    `first_ascii_anchor` is. None without RE2 or when the engine does not search bytes."""
-    search = decomposed_anchors.any_form_value_search()
+    `first_ascii_anchor` is. None without RE2 or when the engine does not search bytes. `several`:
+    False when `byte_facts` found no character of several starters in it."""
+    search = decomposed_anchors.any_form_value_search(several)
     if search is None or not default_engine().searches_bytes:
         return None
     return search(encoded, 0)

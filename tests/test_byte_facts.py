@@ -111,6 +111,24 @@ def test_the_forbidden_question_is_the_character_rules_own_on_every_code_point()
     assert not _facts("".join(others)).forbidden
 
 
+def test_the_several_starters_question_on_every_code_point() -> None:
+    """Every character whose NFKD holds two starters or more (but a Hangul syllable) alone, and none of
+    the others together; and every character the search of several starters follows is one of them
+    (so that a text the facts say holds none is searched without it)."""
+    several = set(byte_facts.several_starters())
+    others = []
+    for c in range(0x80, 0x110000):
+        if c in SURROGATES:
+            continue
+        starters = [part for part in unicodedata.normalize("NFKD", chr(c)) if not unicodedata.combining(part)]
+        if len(starters) > 1 and not 0xAC00 <= c <= 0xD7A3:
+            assert c in several and _facts(chr(c)).several, hex(c)
+        else:
+            others.append(chr(c))
+    assert not _facts("".join(others)).several
+    assert decomposed_anchors._several().codes <= several
+
+
 def test_a_set_search_that_cannot_answer_every_question_gives_no_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     """RE2's set search says "none" when its automaton does not fit in its memory: the self-check
     at compile time then leaves the facts out, and every question is asked the long way."""
