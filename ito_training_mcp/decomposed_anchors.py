@@ -320,7 +320,7 @@ def several_pattern() -> str:
 def _with_several(search: Callable[[bytes, int], int] | None) -> Callable[[bytes, int], int] | None:
     """`search`, and the search of `several_pattern` where `data` holds one of its characters (a look
     at the bytes first): the nearer place. The other search's place is kept for the next call with the
-    same `data` (each look asks for the places one after another)."""
+    same `data` (each look asks for the places one after another), until neither finds more."""
     several = _several()
     other = re2_search(several.pattern) if several.pattern else None
     if search is None or other is None:
@@ -336,7 +336,8 @@ def _with_several(search: Callable[[bytes, int], int] | None) -> Callable[[bytes
             held, since, found = holds(data), -1, -1
         if held and not (0 <= since <= pos and (found < 0 or found >= pos)):
             since, found = pos, other(data, pos)
-        known = (data, held, since, found)
+        # (forgotten once neither search finds more: the look is over, and the text not kept alive)
+        known = (data, held, since, found) if at >= 0 or (held and found >= 0) else (None, False, 0, -1)
         if not held or found < 0:
             return at
         return found if at < 0 else min(at, found)

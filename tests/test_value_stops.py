@@ -228,3 +228,19 @@ def test_many_stopped_occurrences_in_a_string_keep_the_search_in_its_dfa(capfd: 
         assert search is not None
         assert search(text, 0) == text.index(b"tokens")
     assert "DFA out of memory" not in capfd.readouterr().err
+
+
+def test_the_looks_search_keeps_no_text_alive_once_it_finds_no_more() -> None:
+    """The search the look takes keeps the place of characters of several starters for the next call
+    on the same text, and forgets the text once neither search finds more (an attacker review: it
+    held the last manifest until the next scan)."""
+    search = decomposed_anchors.any_form_value_search()
+    assert search is not None and search.__closure__ is not None
+    text = json.dumps(["\ufb01nal \u00bd cup \u0483\u05b0", "x"], ensure_ascii=False).encode()
+
+    def kept() -> list[Any]:
+        return [cell.cell_contents for cell in search.__closure__ or () if isinstance(cell.cell_contents, tuple)
+                and len(cell.cell_contents) == 4 and isinstance(cell.cell_contents[0], bytes | None)]
+    placed = json.dumps(["\ufb01nal \u0483\u05b0 pw\u01c6"], ensure_ascii=False).encode()
+    assert search(placed, 0) > 0 and [known[0] for known in kept()] == [placed]
+    assert search(text, 0) == -1 and [known[0] for known in kept()] == [None]
