@@ -119,11 +119,11 @@ def _labels_document(labels: list[str]) -> dict[str, Any]:
     return document
 
 
-def test_labels_of_tokenizer_among_marks_are_settled_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The benchmark's costliest input (every label "tokenizer" among letters with marks out of
-    order): the look at the JSON text settles it, nothing is normalised whole, and the same labels
-    with a credential written in full-width letters are refused at its pointer."""
-    labels = [_own_way_label(i, False) for i in range(80)]
+def settled_without_the_walk_and_refused_at_its_pointer(labels: list[str], shard: int, at: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest of `labels` is accepted without the walk of every string (the look at the JSON
+    text settles it), and the same labels with a credential written in full-width letters (only NFKC
+    spells the assignment) after label `at` of reference `shard` are refused at its pointer."""
     document = _labels_document(labels)
     walked: list[int] = []
     real = secret_scan._locate_distinct
@@ -135,13 +135,22 @@ def test_labels_of_tokenizer_among_marks_are_settled_without_the_walk(monkeypatc
     manifest.parse_manifest(json.dumps(document, ensure_ascii=False).encode())  # accepted
     assert not walked
 
-    wide = "".join(chr(ord(c) + 0xFEE0) for c in "token: 9f8e7d6c5b4a")  # only NFKC spells the assignment
-    document["data"][3]["decontamination"]["eval_suites"] = [*labels[:50], labels[50] + " " + wide, *labels[51:]]
+    wide = "".join(chr(ord(c) + 0xFEE0) for c in "token: 9f8e7d6c5b4a")
+    document["data"][shard]["decontamination"]["eval_suites"] = [*labels[:at], labels[at] + " " + wide,
+                                                                 *labels[at + 1:]]
     with pytest.raises(ManifestRefusal) as refused:
         manifest.parse_manifest(json.dumps(document, ensure_ascii=False).encode())
     assert refused.value.code == "MANIFEST_SECRET" and refused.value.details is not None
     assert [(f["pointer"], f["kind"]) for f in refused.value.details["findings"]] == [
-        ("/data/3/decontamination/eval_suites/50", "credential_assignment")]
+        (f"/data/{shard}/decontamination/eval_suites/{at}", "credential_assignment")]
+
+
+def test_labels_of_tokenizer_among_marks_are_settled_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's costliest input (every label "tokenizer" among letters with marks out of
+    order): the look at the JSON text settles it, nothing is normalised whole, and the same labels
+    with a credential written in full-width letters are refused at its pointer."""
+    settled_without_the_walk_and_refused_at_its_pointer([_own_way_label(i, False) for i in range(80)], 3, 50,
+                                                        monkeypatch)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None,

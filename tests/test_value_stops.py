@@ -17,11 +17,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import decomposed_anchors, manifest, secret_rules, secret_scan, text_normal
-from ito_training_mcp.errors import ManifestRefusal
+from ito_training_mcp import decomposed_anchors, secret_rules, secret_scan, text_normal
 from ito_training_mcp.secret_engine import default_engine
 
-from .test_anchor_stops import PIECES, _labels_document, _occurrences, _searches_built_again
+from .test_anchor_stops import (
+    PIECES,
+    _occurrences,
+    _searches_built_again,
+    settled_without_the_walk_and_refused_at_its_pointer,
+)
 from .test_decomposed_anchors import ANCHORS, _anchor_re2, anchor_in_any_form, shown_holds_anchor, stopped
 
 SETTINGS = settings(max_examples=2000, deadline=None, derandomize=True, database=None,
@@ -154,25 +158,7 @@ def test_labels_of_value_stopped_anchors_are_settled_without_the_walk(word: str,
     """Labels like the benchmark's ("token " and a letter every forty characters among letters with
     marks out of order; a Japanese credential word and kana): the look settles them, and the same
     labels with a credential in full-width letters are refused at its pointer."""
-    labels = [_label(word, i) for i in range(80)]
-    document = _labels_document(labels)
-    walked: list[int] = []
-    real = secret_scan._locate_distinct
-
-    def walk(*args: Any, **kwargs: Any) -> Any:
-        walked.append(1)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(secret_scan, "_locate_distinct", walk)
-    manifest.parse_manifest(json.dumps(document, ensure_ascii=False).encode())  # accepted
-    assert not walked
-
-    wide = "".join(chr(ord(c) + 0xFEE0) for c in "token: 9f8e7d6c5b4a")
-    document["data"][5]["decontamination"]["eval_suites"] = [*labels[:20], labels[20] + " " + wide, *labels[21:]]
-    with pytest.raises(ManifestRefusal) as refused:
-        manifest.parse_manifest(json.dumps(document, ensure_ascii=False).encode())
-    assert refused.value.code == "MANIFEST_SECRET" and refused.value.details is not None
-    assert [(f["pointer"], f["kind"]) for f in refused.value.details["findings"]] == [
-        ("/data/5/decontamination/eval_suites/20", "credential_assignment")]
+    settled_without_the_walk_and_refused_at_its_pointer([_label(word, i) for i in range(80)], 5, 20, monkeypatch)
 
 
 def _label(word: str, seed: int) -> str:
