@@ -8,6 +8,7 @@ import unicodedata
 from functools import cache
 
 from . import secret_rules
+from .anchor_reach import Reach
 from .invisible import re2_class, runs
 
 
@@ -66,30 +67,152 @@ def _letters_but(chars: str) -> list[tuple[int, int]]:
 KEY_REST = '[^"]*"[ \\t\\r\\n]*:'
 
 
-def value_tail(anchor: str, marked: bool, between: list[tuple[int, int]]) -> tuple[str, str]:
+@cache
+def _composing_firsts() -> frozenset[int]:
+    """The ASCII characters that begin a canonical pair that composes (letters, `<`, `=`, `>`)."""
+    found = set()
+    for code in range(0x80, 0x110000):
+        parts = unicodedata.decomposition(chr(code)).split()
+        if len(parts) == 2 and not parts[0].startswith("<") and int(parts[0], 16) < 0x80:
+            found.add(int(parts[0], 16))
+    return frozenset(found)
+
+
+# The reach the searches follow past an anchor (`cut_tail`), a little less than `anchor_reach`'s: at most
+# MOST_REACH characters, and characters of the first of _REACH_GROUPS that holds the anchor's own. Why
+# less: each distinct pattern after an anchor is a counter RE2's DFA keeps for each occurrence it
+# is in, and the states it makes multiply with them (a mebibyte of anchors cut short by a few
+# characters, one after another, took 70 ms to search with each anchor's own reach, 25 ms so).
+MOST_REACH = 12
+_PRINTABLE = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
+_ALNUM = frozenset(map(ord, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"))
+_REACH_GROUPS = (_ALNUM, _ALNUM | frozenset(map(ord, "_-.+/=~$@")), _PRINTABLE - {ord(","), ord(";")}, _PRINTABLE)
+
+
+def searched_reach(anchor: str) -> Reach | None:
+    """The reach `cut_tail` follows past `anchor` (None: it names no rule)."""
+    from .anchor_reach import reaches
+
+    reach = reaches().get(anchor)
+    if reach is None or reach.length == 0:
+        return reach
+    own = reach.chars & _PRINTABLE
+    return Reach(next(group for group in _REACH_GROUPS if own <= group), min(reach.length, MOST_REACH))
+
+
+@cache
+def cut_tail(anchor: str) -> str | None:
+    """RE2's pattern of what must follow `anchor` (in JSON text without escapes, right after its last
+    letter) for an occurrence in a value to be a place by its reach (`anchor_reach.reaches`): within
+    its first `length` characters, every ASCII one before the first that is not ASCII is one of the
+    reach's characters. An occurrence followed by up to `length - 1` of them and then another ASCII
+    character (a stop: `"` ends the string) is in no match of a rule it anchors. Why the text a reader
+    sees holds the same characters there: they are ASCII, each followed by another ASCII one, so NFKC
+    leaves them as they are and composes none of them with what follows (an ASCII character is never
+    the second of a pair that composes), and the cleaning removes none (NUL is not in JSON text). A
+    stop that may begin a pair that composes (a letter, `<`, `=`, `>`) counts only when an ASCII
+    character other than NUL follows it. None: the anchor names no rule (a key-name stem alone); ""
+    for a reach of nothing (every occurrence is a place)."""
+    reach = searched_reach(anchor)
+    if reach is None:
+        return None
+    if reach.length == 0:
+        return ""
+    chars = sorted(reach.chars)
+    firsts = sorted(c for c in _composing_firsts() if c not in reach.chars)
+    allowed = re2_class(runs(chars))
+    ends = ["[^\\x01-\\x7f]", "$"]  # (NUL, invisible, is no stop: the cleaning removes it)
+    if firsts:
+        ends.append(re2_class(runs(firsts)) + "(?:[^\\x01-\\x7f]|$)")
+    return (f"(?-i:{allowed}{{0,{reach.length - 1}}}(?:{'|'.join(ends)})|{allowed}{{{reach.length}}})"
+            if chars else f"(?-i:{'|'.join(ends)})")
+
+
+def value_tail(anchor: str, marked: bool, between: list[tuple[int, int]]) -> tuple[str | None, str | None]:
     """RE2's patterns of what must follow `anchor` (in text as it stands, in a JSON text without
-    escapes) for it to be a place, where `secret_rules.VALUE_STOPS` names it: anything but a letter of
-    `value_letters` other than `s` and but ASCII blanks, or blanks and then anything but such a letter
-    (the first pattern); and such a letter, or blanks and one, in a string that is a key (the second,
-    which KEY_REST must follow: the letter or the blanks end a credential key name there). One of the
-    anchor's `ANCHOR_STOPS` that an ASCII character other than NUL follows stays no place in a key
-    too. `marked`: marks may follow the anchor's last letter (the pattern before this takes them, and
-    invisible characters: `between`, which the first pattern then leaves out of what makes a place).
-    ("", "") for an anchor VALUE_STOPS does not name."""
-    if anchor not in secret_rules.VALUE_STOPS:
-        return "", ""
-    letters = list(value_letters())
+    escapes) for an occurrence to be a place: in any string (the first; None: in none), and in a
+    string that is a key, where the first does not make it one (the second, which KEY_REST must
+    follow; None: nothing more). `marked`: marks may follow the anchor's last letter (the pattern
+    before this takes them, and invisible characters: `between`).
+
+    Rules: an anchor's reach (`cut_tail`) holds in any string; the stops of
+    `secret_rules.VALUE_STOPS` hold in a value (`_stopped`); where both apply, a place passes both
+    (`_stopped_and_cut`). Key names: a credential key-name stem is a place in a key whatever follows
+    it, but one of its `ANCHOR_STOPS` that an ASCII character other than NUL follows (a key name is
+    looked for in a key alone, and every one holds a stem)."""
+    cut = cut_tail(anchor)
+    stops = secret_rules.ANCHOR_STOPS.get(anchor) if not marked and stop_tail(anchor) else None
+    in_key = None if anchor.lower() not in _stems() else f'(?-i:[^{stops}"]|[{stops}][^\\x01-\\x7f])' if stops else ""
+    if cut is None:
+        return None, in_key
+    if anchor in secret_rules.VALUE_STOPS:
+        value = _stopped_and_cut(anchor) if cut and not marked else _stopped(anchor, marked, tuple(between))
+    elif not cut:
+        return "", None
+    else:  # (marks or invisible characters right after the last letter: a place)
+        value = f"(?:{re2_class(between)}|{cut})" if marked else cut
+    # (a key that ends with it: KEY_REST, after `in_key`, reads no further than a character past it)
+    return (f'(?:{value}|"[ \\t\\r\\n]*:)' if stops and in_key is not None else value), in_key
+
+
+@cache
+def _stems() -> frozenset[str]:
+    return frozenset(stem.lower() for stem in secret_rules.KEY_NAME_STEMS)
+
+
+@cache
+def _stopped(anchor: str, marked: bool, between: tuple[tuple[int, int], ...]) -> str:
+    """The value stops alone (`secret_rules.VALUE_STOPS`): anything but a letter of `value_letters`
+    other than `s` and but ASCII blanks, or blanks and then anything but such a letter. (`marked`:
+    marks and invisible characters after the last letter are no place of their own.)"""
     without_s = _letters_but("s")  # `s` goes on to "tokens" and "id_tokens="
     blanks = [(0x9, 0x9), (0x20, 0x20)]
     other = "[^" + re2_class(sorted([*without_s, *blanks, *(between if marked else [])]))[1:]
-    stops = secret_rules.ANCHOR_STOPS.get(anchor) if not marked and stop_tail(anchor) else None
-    if stops:
-        letter = f"(?:[{stops}][^\\x01-\\x7f]|{re2_class(_letters_but('s' + secret_rules.boundary_chars(stops)))})"
-    else:
-        letter = re2_class(without_s)
-    after_blanks = "[^" + re2_class([*letters, *blanks])[1:]
-    return (f"(?-i:{other}|$|[ \\t]+(?:{after_blanks}|$))",
-            f"(?-i:{letter}|[ \\t]+{re2_class(letters)})")
+    after_blanks = "[^" + re2_class([*value_letters(), *blanks])[1:]
+    return f"(?-i:{other}|$|[ \\t]+(?:{after_blanks}|$))"
+
+
+@cache
+def _stopped_and_cut(anchor: str) -> str:
+    """A place by the value stops (`_stopped`) and by the reach (`cut_tail`) at once, after an anchor
+    that no mark may follow: RE2 has no intersection, so the pattern follows both, a character at a
+    time, through the reach's `length` characters (then the stops alone decide). States: 0, nothing
+    yet; 1, blanks only; 2, the stops passed (a character that is neither a letter nor a blank)."""
+    reach = searched_reach(anchor)
+    assert reach is not None
+    letters = frozenset(c for low, high in value_letters() for c in range(low, high + 1))
+    ascii_letters = frozenset(c for c in letters if c < 0x80)
+    chars = reach.chars
+    blanks = frozenset((0x9, 0x20))
+    firsts = frozenset(c for c in _composing_firsts() if c not in reach.chars)
+    s = ord("s")
+
+    def klass(codes: frozenset[int]) -> str:
+        return re2_class(runs(codes))
+
+    after_blanks = "(?:[^" + re2_class(runs(sorted(letters | blanks)))[1:] + "|$)"
+    non_letter = "[^\\x01-\\x7f" + re2_class(runs(sorted(c for c in letters if c >= 0x80)))[1:]
+
+    @cache
+    def place(at: int, state: int) -> str:
+        if at == reach.length:
+            return ("" if state == 2 else f"[ \\t]*{after_blanks}" if state == 1 else
+                    f"(?:[^{re2_class(runs(sorted((letters - {s}) | blanks)))[1:]}|$|[ \\t]+{after_blanks})")
+        options = ["$"]
+        # not ASCII: past the reach; a place unless a letter the stops pass over (states 0 and 1)
+        options.append("[^\\x01-\\x7f]" if state == 2 else non_letter)
+        # a stop that may compose, with no ASCII character after it: past the reach too
+        stops = firsts if state == 2 else firsts - ascii_letters if state == 1 else firsts - (ascii_letters - {s})
+        if stops:
+            options.append(klass(stops) + "(?:[^\\x01-\\x7f]|$)")
+        others = chars - letters - blanks  # (neither letters nor blanks: past the stops)
+        steps = {2: chars} if state == 2 else {1: chars & blanks, 2: others if state == 1 else others | ({s} & chars)}
+        for to, codes in steps.items():
+            if codes:
+                options.append(klass(codes) + place(at + 1, to))
+        return "(?:" + "|".join(options) + ")"
+
+    return "(?-i:" + place(0, 0) + ")"
 
 
 def in_keys(keyed: list[str]) -> list[str]:

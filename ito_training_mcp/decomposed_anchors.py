@@ -132,9 +132,9 @@ CASE_PARTNERS_WITH_MARKS = frozenset("hijtwy")
 
 
 def _anchor(anchor: str, fold: bool, char: Callable[[int], str], mark_class: str,
-            values: bool = False) -> tuple[str, str]:
-    """The anchor's pattern, and (`values`) the pattern of its occurrences that are places in a key
-    alone ("" for none: see `value_tail`)."""
+            values: bool = False) -> tuple[str, str | None, str | None]:
+    """The anchor's pattern, what must follow it (`values`: in any string, None for nothing; see
+    `value_tail`), and what must follow it in a key alone (None for nothing more)."""
     parts = []
     marked = False  # whether marks may follow the last letter
     for letter in anchor:
@@ -146,8 +146,8 @@ def _anchor(anchor: str, fold: bool, char: Callable[[int], str], mark_class: str
             parts.append(mark_class + "*")
     body = "".join(parts)
     body = f"(?i:{body})" if fold else body
-    tail, in_key = value_tail(anchor, marked, list(marks())) if values else ("", "")
-    return body + (tail or ("" if marked else stop_tail(anchor))), body + in_key if in_key else ""
+    tail, in_key = value_tail(anchor, marked, list(marks())) if values else ("", None)
+    return body, None if tail is None else tail or ("" if marked else stop_tail(anchor)), in_key
 
 
 def _takes_marks(letter: str, fold: bool) -> bool:
@@ -170,15 +170,23 @@ def pattern(re2: bool, values: bool = False) -> str:
 
     mark = "[" + "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in marks()) + "]"
     invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
-    made = [_anchor(anchor, fold, char, mark, values) for anchor, fold in _anchors()]
-    return "|".join([invisible, *(anchor for anchor, _ in made), *_in_keys([keyed for _, keyed in made if keyed])])
+    tails: dict[str, list[str]] = {}  # (one copy of each tail: see `any_form_pattern`)
+    keyed: dict[str, list[str]] = {}
+    for anchor, fold in _anchors():
+        body, tail, in_key = _anchor(anchor, fold, char, mark, values)
+        if tail is not None:
+            tails.setdefault(tail, []).append(body)
+        if in_key is not None:
+            keyed.setdefault(in_key, []).append(body)
+    return "|".join([invisible, *(f"(?:{'|'.join(bodies)}){tail}" for tail, bodies in tails.items()),
+                     *_in_keys([f"(?:{'|'.join(bodies)}){after}" for after, bodies in keyed.items()])])
 
 
 @cache
 def decomposed_value_search() -> Callable[[bytes, int], int] | None:
     """The search of `pattern` in UTF-8 JSON text without escapes that passes over the occurrences a
     value stops (`value_tail`), as `any_form_value_search` does; None without RE2."""
-    return re2_search(pattern(True, values=True))
+    return re2_place_search(pattern(True, values=True))
 
 
 def _anchors() -> list[tuple[str, bool]]:
@@ -307,7 +315,7 @@ def any_form_value_search(several: bool = True) -> Callable[[bytes, int], int] |
     every `"` delimits a string and a key is one that `:` follows. Places where characters of several
     starters give part of an anchor are found by a second search, `several_pattern`'s, taken only on
     text holding one of them. `several=False`: for a text known to hold none (`byte_facts`)."""
-    search = re2_search(any_form_pattern(values=True))
+    search = re2_place_search(any_form_pattern(values=True))
     return _with_several(search) if several else search
 
 
@@ -371,6 +379,47 @@ def re2_search(pattern: str) -> Callable[[bytes, int], int] | None:
     def search(data: bytes, pos: int) -> int:
         match = compiled.search(data, pos)
         return -1 if match is None else int(match.start())
+    return search
+
+
+def re2_place_search(pattern: str) -> Callable[[bytes, int], int] | None:
+    """`re2_search` for the places of a JSON text without escapes (`any_form_pattern(values=True)`,
+    `pattern(values=True)`): where the first place at or after byte `pos` ends, as the first byte of
+    a character of the string that holds it (-1: none). Why not where it starts: a place may go on
+    past its anchor (what must follow it: anchor_tails.py), and RE2 finds where a match starts by
+    running a reversed program back from its end, whose states, over a pattern this large with such
+    tails, crowd RE2's memory out (150 ms for 2,300 places). Here the search is anchored at `pos`,
+    behind a lazy run of anything, so that only the forward program runs (3 us a place).
+
+    Where a place ends: inside the string that holds it; or on that string's closing quote (a tail
+    that any character but a stop ends, `"` among them); or, for an occurrence in a key
+    (anchor_tails.KEY_REST), on the `:` after the key, with only JSON whitespace back to the key's
+    closing quote. A `:` that only whitespace parts from the quote before it ends no other place: no
+    alternative of these patterns matches whitespace and `:` alone (a test checks it)."""
+    try:
+        import re2
+    except ImportError:  # pragma: no cover - exercised where no wheel exists
+        return None
+    options = re2.Options()
+    options.never_capture = True
+    options.max_mem = 64 << 20
+    compiled = re2.compile(f"(?s:.*?)(?:{pattern})", options)
+    colon, quote = ord(":"), ord('"')
+
+    def search(data: bytes, pos: int) -> int:
+        match = compiled.match(data, pos)
+        if match is None:
+            return -1
+        last = int(match.end()) - 1
+        if data[last] == colon:
+            before = data.rfind(b'"', pos, last)
+            if before >= 0 and not data[before + 1:last].strip(b" \t\r\n"):
+                last = before - 1  # (in the key, which holds at least the anchor)
+        elif data[last] == quote:
+            last -= 1
+        while last > pos and 0x80 <= data[last] < 0xC0:  # back to the first byte of its character
+            last -= 1
+        return last
     return search
 
 
@@ -456,31 +505,45 @@ def any_form_pattern(values: bool = False) -> str:
     several = _several()
     alone = {*_starters().unsure, *several.alone, *(() if values else several.codes)}
     patterns = [re2_class(runs(alone)), pieces.long_run]
-    keyed: list[str] = []  # the anchors' occurrences that only a key makes places (`value_tail`)
+    # Anchors that the same pattern must follow share one copy of it: RE2's DFA then follows one such
+    # tail at a time, whichever anchor began it (a copy for each made a mebibyte of anchors cut short
+    # by a few characters, one after another, 150 ms to search: an attacker review's input).
+    tails: dict[str, list[str]] = {}
+    keyed: dict[str, list[str]] = {}  # the anchors' occurrences that only a key makes places (`value_tail`)
     for anchor, fold, steps, starters, marks_after, _ in pieces.anchors:
         marked = marks_after[-1]  # whether marks may follow the last letter
-        tail, in_key = value_tail(anchor, marked, pieces.between) if values else ("", "")
-        tail = tail or ("" if marked else stop_tail(anchor))
+        tail, in_key = value_tail(anchor, marked, pieces.between) if values else ("", None)
 
-        def ending_with(tail: str, steps: list[str] = steps, marked: bool = marked, last: int = starters[-1],
-                        fold: bool = fold) -> str:
-            """The anchor's pattern, with what must follow its last starter."""
-            if tail and marked:
-                steps = [*steps[:-1], steps[-1] + tail]
-            elif tail:
-                # The stops count only after a character that gives the last starter alone: one whose
-                # NFKD holds marks too ("ñ" for the "n" of "token") is a place whatever follows it. (The
-                # last letter's last starter: the final jamo of a Korean anchor's last syllable.)
-                plain, with_marks = _plain_members(pieces.members(last, fold))
-                steps = [*steps[:-1], f"(?:(?i:{re2_class(runs(plain))}){tail}" +
-                         (f"|(?i:{re2_class(runs(with_marks))}))" if with_marks else ")")]
-            body = pieces.gap.join(steps)
-            return f"(?i:{body})" if fold else body
+        def heads(steps: list[str] = steps, marked: bool = marked, last: int = starters[-1],
+                  fold: bool = fold) -> tuple[str, str | None]:
+            """The anchor's pattern up to what must follow its last starter, and the pattern of its
+            occurrences that are places whatever follows them (None for none)."""
+            def body(steps: list[str]) -> str:
+                joined = pieces.gap.join(steps)
+                return f"(?i:{joined})" if fold else joined
+            if marked:
+                return body(steps), None
+            # The stops count only after a character that gives the last starter alone: one whose NFKD
+            # holds marks too ("ñ" for the "n" of "token") is a place whatever follows it. (The last
+            # letter's last starter: the final jamo of a Korean anchor's last syllable.)
+            plain, with_marks = _plain_members(pieces.members(last, fold))
+            return (body([*steps[:-1], re2_class(runs(plain))]),
+                    body([*steps[:-1], re2_class(runs(with_marks))]) if with_marks else None)
 
-        patterns.append(ending_with(tail))
-        if in_key:
-            keyed.append(ending_with(in_key))
-    return "|".join([*patterns, *_in_keys(keyed)])
+        for after, into in ((None if tail is None else tail or ("" if marked else stop_tail(anchor)), tails),
+                            (in_key, keyed)):
+            if after is None:
+                continue
+            head, whatever = heads()
+            if not after:
+                into.setdefault("", []).append(pieces.gap.join(steps) if not fold else
+                                               f"(?i:{pieces.gap.join(steps)})")
+                continue
+            into.setdefault(after, []).append(head)
+            if whatever is not None:
+                into.setdefault("", []).append(whatever)
+    patterns += [f"(?:{'|'.join(heads)}){after}" for after, heads in tails.items()]
+    return "|".join([*patterns, *_in_keys([f"(?:{'|'.join(heads)}){after}" for after, heads in keyed.items()])])
 
 
 class _Several(NamedTuple):

@@ -1,0 +1,163 @@
+"""How far past each anchor its rules reach (`anchor_reach.reaches`), and what the look's searches make
+of it (`anchor_tails.cut_tail`): checked against matches generated from every rule's own pattern,
+against hand-read examples, and through the scanner, with the look against the walk alone."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ito_training_mcp import anchor_reach, anchor_tails, decomposed_anchors, secret_rules, secret_scan
+
+from .test_anchor_stops import settled_without_the_walk_and_refused_at_its_pointer
+from .test_decomposed_anchors import anchor_in_any_form
+from .test_value_stops import _found, shown_holds_value_place
+
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+def _holds_its_reach(rule: secret_rules.Rule, match: str) -> bool:
+    """Does `match` (all of it a match of `rule`) hold an occurrence of one of the rule's anchors
+    followed, inside it, by at least the anchor's count of characters, none of them an ASCII one
+    outside the anchor's characters?"""
+    reaches = anchor_reach.reaches()
+    for anchor in rule.anchors:
+        reach = reaches[anchor]
+        flags = re.IGNORECASE if rule.fold else 0
+        for found in re.finditer(re.escape(anchor), match, flags):
+            after = match[found.end():found.end() + reach.length]
+            if len(after) == reach.length and all(ord(c) >= 0x80 or ord(c) in reach.chars for c in after):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("rule", secret_rules.RULES, ids=lambda rule: f"{rule.kind}:{rule.anchors[0]}")
+def test_every_match_of_a_rule_holds_an_anchor_with_its_reach(rule: secret_rules.Rule) -> None:
+    """Matches generated from the rule's own pattern (as JSON text without escapes can hold them: no
+    quote, backslash or control character) each hold an anchor occurrence with its reach after it."""
+    pattern = re.compile(secret_rules.for_python(rule.pattern).replace("4096", "40"))
+
+    @SETTINGS
+    @given(st.from_regex(pattern, fullmatch=True).filter(
+        lambda text: not re.search('["\\\\\\x00-\\x1f]', text)))
+    def check(match: str) -> None:
+        assert _holds_its_reach(rule, match), (rule.kind, ascii(match))
+
+    check()
+
+
+def test_the_reaches_read_off_the_patterns() -> None:
+    """Hand-read examples: a token prefix and its alphabet, a credential word and an assignment, a
+    rule whose match ends at its anchor, and a stem of key names alone (no reach: no rule)."""
+    reaches = anchor_reach.reaches()
+    letters_digits = {ord(c) for c in "abcxyzABCXYZ0189"}
+    assert reaches["ghp_"].length == 30 and letters_digits <= reaches["ghp_"].chars
+    assert not {ord(c) for c in " ,;_-.:/"} & reaches["ghp_"].chars
+    assert reaches["AKIA"].length == 16 and ord("a") not in reaches["AKIA"].chars
+    # "pass", then "wd" at least, then `=` and six characters of a value: nine
+    assert reaches["pass"].length == 9 and {ord(c) for c in ",;"}.isdisjoint(reaches["pass"].chars)
+    assert {ord(c) for c in ": =wordWORD_.-abc"} <= reaches["pass"].chars
+    # "token": the refresh/id token rule wants `:` and six characters, the bare word eight
+    assert reaches["token"].length == 7
+    assert reaches["@"].length == 0 and reaches["?"].length == 0  # (a match may end at or near them)
+    assert "key" not in reaches and "url" not in reaches  # (stems of key names only)
+    assert set(reaches) == {anchor for rule in secret_rules.RULES for anchor in rule.anchors}
+
+
+def test_the_searches_follow_less_of_the_reach_than_there_is() -> None:
+    """What the searches follow past each anchor (`anchor_tails.searched_reach`) rules out no more
+    than the reach: as many characters or fewer, and more characters of its own."""
+    for anchor, reach in anchor_reach.reaches().items():
+        searched = anchor_tails.searched_reach(anchor)
+        assert searched is not None and searched.length <= min(reach.length, anchor_tails.MOST_REACH), anchor
+        assert searched.length == 0 or reach.chars & set(range(0x20, 0x7F)) - {0x22, 0x5C} <= searched.chars, anchor
+    assert anchor_tails.searched_reach("key") is None
+
+
+def test_the_tail_passes_over_what_the_reach_rules_out() -> None:
+    """The look's search in any form: an anchor followed by a few characters of its own and an ASCII
+    stop is no place in a value; one followed by anything not ASCII first (a full-width letter, a
+    mark), or by enough of its own characters, is; a stop that may compose with a mark after it
+    counts only where an ASCII character follows it."""
+    search = decomposed_anchors.any_form_value_search()
+    searched = anchor_tails.searched_reach("ghp_")
+    assert searched is not None
+    count = searched.length
+    cases = {"ghp_ab,": False, "ghp_ab c": False, "ｇｈｐ＿ab,": False, "ghp_" + "a" * (count - 1) + ",": False,
+             "ghp_" + "a" * count + ",": True, "ghp_ab\uff41": True, "ghp_ab\u0301,": True, "ghp_\u200bab,": True,
+             "ghp_ab": False, "ghp_abc=d": False, "ghp_abc=\u0338": True, "ghp_ab\x00c": True,
+             "password: ab,": False, "password: abcdef,": True, "passwort: a\u00e9,": True,
+             "key ab": False, "monkey": False, "curly": False, "header ab": False}
+    for text, place in cases.items():
+        document = '{"notes": ["\u0483\u05b0 ' + text + '", "x"]}'
+        assert _found(search, document) is place, ascii(text)
+        assert _found(decomposed_anchors.decomposed_value_search(), document) is place, ascii(text)
+
+
+def test_a_colon_after_whitespace_alone_ends_no_place() -> None:
+    """`re2_place_search` takes a `:` that only whitespace parts from the quote before it for the end
+    of a key: no alternative of the look's patterns matches such a run alone (nor a string made of it)."""
+    for search in (decomposed_anchors.any_form_value_search(), decomposed_anchors.decomposed_value_search()):
+        for text in (':', ' :', '\t:', ' \r\n:'):
+            assert not _found(search, '["' + text + '", "' + text + 'x"]'), ascii(text)
+
+
+AFTER = ["a", "AB", "0", "09af", "_", "-", ".", "/", "+", "=", ":", " ", ",", ";", "!", "<", "\u0338", "\u0301",
+         "\uff41", "\u0430", "\u3000", "\u200b", "x" * 8, "Z" * 20, "s", "\u00e9"]
+
+
+@st.composite
+def anchor_and_reach(draw: st.DrawFn) -> str:
+    return draw(anchor_in_any_form()) + "".join(draw(st.lists(st.sampled_from(AFTER), max_size=6)))
+
+
+@settings(max_examples=3000, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(anchor_and_reach())
+def test_no_place_the_reach_leaves_is_missed(text: str) -> None:
+    """Every anchor in any form with characters after it: where the reader's view of the value holds
+    an occurrence that neither stops nor the reach rule out, both searches find its string."""
+    import unicodedata
+
+    from ito_training_mcp import text_normal
+
+    if '"' in text or "\\" in text or text_normal.long_combining_run(text):
+        return
+    if shown_holds_value_place(text):
+        for search, form in ((decomposed_anchors.any_form_value_search(), text),
+                             (decomposed_anchors.decomposed_value_search(), unicodedata.normalize("NFKD", text))):
+            assert _found(search, '["\u0483\u05b0", "' + form + '"]'), ascii(form)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.tuples(anchor_and_reach(), st.booleans()), min_size=1, max_size=6))
+def test_the_scanner_finds_the_same_with_the_reach_as_the_walk(entries: list[tuple[str, bool]]) -> None:
+    """Documents of anchors and what follows them, as keys and as values, with marks out of order
+    (the look takes the search in any form): the same findings with their JSON text as by the walk."""
+    document = {"notes": ["\u0483\u05b0", *(text for text, as_key in entries if not as_key)],
+                "names": {text or "k": 1 for text, as_key in entries if as_key}}
+    source = json.dumps(document, ensure_ascii=False)
+    assert secret_scan.scan(document, source=source) == secret_scan.scan(document), source
+
+
+@pytest.mark.parametrize("word", ["token: ab,", "ghp_ab,", "password: ab,", "monkey "])
+def test_labels_of_anchors_cut_short_are_settled_without_the_walk(word: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Labels like the benchmark's (an anchor cut short every forty characters among letters with marks
+    out of order): the look settles them, and the same labels with a credential in full-width
+    letters are refused at its pointer."""
+    import random
+
+    def label(seed: int) -> str:
+        rng = random.Random(seed)
+        made = ""
+        while len(made) < 150:
+            made += word if len(made) % 40 < 3 else chr(rng.randrange(0x430, 0x450)) + "\u0483\u05b0"
+        return made + "\u3092" + str(seed % 10)
+
+    settled_without_the_walk_and_refused_at_its_pointer([label(i) for i in range(80)], 5, 20, monkeypatch)
