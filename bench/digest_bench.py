@@ -463,7 +463,31 @@ def _own_way_labels(example: dict[str, Any]) -> dict[str, bytes]:
             # cut short is, and a rule must read each string normalised to tell)
             "labels with 'token: ab,' every 40 characters, marks out of order between, no two alike (valid)":
             _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
-                                                                                      "token: ab,")))}
+                                                                                      "token: ab,"))),
+            # (since the seventeenth round an occurrence its rules' reach rules out is no place: the
+            # first two are settled so; "@" has no reach, a match may end at it: a place, as before)
+            "labels with 'ghp_ab,' every 40 characters, marks out of order between, no two alike (valid)":
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
+                                                                                      "ghp_ab,"))),
+            "labels with '@' every 40 characters, marks out of order between, no two alike (valid)":
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i, "@"))),
+            # an attacker's soup: token prefixes one after another, each cut short by a few letters of
+            # the next and a comma (24x before the seventeenth round, where the walk read it all)
+            "labels of token prefixes cut short one after another, marks between, no two alike (valid)":
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: _soup(r * 1000 + i)))}
+
+
+_SOUP_PREFIXES = ("ghp_", "gho_", "glpat-", "glrt-", "npm_", "hf_", "AKIA", "ASIA", "xai-", "pplx-", "gsk_", "r8_",
+                  "dckr_", "shpat_", "SG.", "AIza", "LTAI", "NRAK-", "pnu_", "whsec_", "sntrys_", "dp.", "hvs.")
+
+
+def _soup(seed: int) -> str:
+    """A label of token prefixes, each followed by one to four letters of another and a comma."""
+    rng = random.Random(seed)
+    made = "\u0483\u05b0"
+    while len(made) < 180:
+        made += rng.choice(_SOUP_PREFIXES) + rng.choice(_SOUP_PREFIXES)[:rng.randint(1, 4)] + ","
+    return made + str(seed % 10)
 
 
 def _own_labels_each(example: dict[str, Any], n: int, label: Callable[[int, int], str]) -> dict[str, Any]:
