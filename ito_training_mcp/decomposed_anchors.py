@@ -172,13 +172,18 @@ def pattern(re2: bool, values: bool = False) -> str:
     invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
     tails: dict[str, list[str]] = {}  # (one copy of each tail: see `any_form_pattern`)
     keyed: dict[str, list[str]] = {}
+    after_colon: list[str] = []  # `_after_colon`
     for anchor, fold in _anchors():
         body, tail, in_key = _anchor(anchor, fold, char, mark, values)
+        if values and anchor in secret_rules.AFTER_COLON:
+            after_colon.append(body)
+            continue
         if tail is not None:
             tails.setdefault(tail, []).append(body)
         if in_key is not None:
             keyed.setdefault(in_key, []).append(body)
     return "|".join([invisible, *(f"(?:{'|'.join(bodies)}){tail}" for tail, bodies in tails.items()),
+                     *_after_colon(after_colon),
                      *_in_keys([f"(?:{'|'.join(bodies)}){after}" for after, bodies in keyed.items()])])
 
 
@@ -510,6 +515,7 @@ def any_form_pattern(values: bool = False) -> str:
     # by a few characters, one after another, 150 ms to search: an attacker review's input).
     tails: dict[str, list[str]] = {}
     keyed: dict[str, list[str]] = {}  # the anchors' occurrences that only a key makes places (`value_tail`)
+    after_colon: list[str] = []  # `_after_colon`
     for anchor, fold, steps, starters, marks_after, _ in pieces.anchors:
         marked = marks_after[-1]  # whether marks may follow the last letter
         tail, in_key = value_tail(anchor, marked, pieces.between) if values else ("", None)
@@ -530,6 +536,10 @@ def any_form_pattern(values: bool = False) -> str:
             return (body([*steps[:-1], re2_class(runs(plain))]),
                     body([*steps[:-1], re2_class(runs(with_marks))]) if with_marks else None)
 
+        if values and anchor in secret_rules.AFTER_COLON:
+            joined = pieces.gap.join(steps)  # (no stops and no reach: a match may end with it)
+            after_colon.append(f"(?i:{joined})" if fold else joined)
+            continue
         for after, into in ((None if tail is None else tail or ("" if marked else stop_tail(anchor)), tails),
                             (in_key, keyed)):
             if after is None:
@@ -543,7 +553,24 @@ def any_form_pattern(values: bool = False) -> str:
             if whatever is not None:
                 into.setdefault("", []).append(whatever)
     patterns += [f"(?:{'|'.join(heads)}){after}" for after, heads in tails.items()]
-    return "|".join([*patterns, *_in_keys([f"(?:{'|'.join(heads)}){after}" for after, heads in keyed.items()])])
+    return "|".join([*patterns, *_after_colon(after_colon),
+                     *_in_keys([f"(?:{'|'.join(heads)}){after}" for after, heads in keyed.items()])])
+
+
+@cache
+def _colons() -> str:
+    """The characters whose NFKD holds `:` (the full-width one, U+2A74 for "::=" ...), as a class."""
+    return re2_class(runs(code for code in range(0x110000) if not 0xD800 <= code < 0xE000
+                          and ":" in unicodedata.normalize("NFKD", chr(code))))
+
+
+def _after_colon(anchors: list[str]) -> list[str]:
+    """The patterns of the anchors of `secret_rules.AFTER_COLON` as one (none for none): after a
+    character whose NFKD holds `:`, and anything but a quote (the rest of its string, in JSON text
+    without escapes). NFKC makes a `:` of no other characters (it composes no ASCII character, and a
+    `:` begins no pair that composes), and the cleaning removes none; so a reader's view that holds a
+    `:` and then such an anchor in one string comes from a text holding these in that order."""
+    return [f'{_colons()}[^"]*(?:{"|".join(anchors)})'] if anchors else []
 
 
 class _Several(NamedTuple):

@@ -51,6 +51,34 @@ def test_every_match_of_a_rule_holds_an_anchor_with_its_reach(rule: secret_rules
     check()
 
 
+@pytest.mark.parametrize("rule", [rule for rule in secret_rules.RULES if set(rule.anchors) & secret_rules.AFTER_COLON],
+                         ids=lambda rule: rule.kind)
+def test_every_match_of_a_rule_anchored_after_a_colon_holds_one_there(rule: secret_rules.Rule) -> None:
+    """`secret_rules.AFTER_COLON`: every match (generated from the rule's pattern) holds an occurrence of
+    one of the rule's anchors that is not in the table, or that a `:` comes before in the match."""
+    pattern = re.compile(secret_rules.for_python(rule.pattern).replace("4096", "40"))
+
+    @SETTINGS
+    @given(st.from_regex(pattern, fullmatch=True).filter(lambda text: '"' not in text and "\x00" not in text))
+    def check(match: str) -> None:
+        flags = re.IGNORECASE if rule.fold else 0
+        assert any(anchor not in secret_rules.AFTER_COLON or ":" in match[:found.start()]
+                   for anchor in rule.anchors for found in re.finditer(re.escape(anchor), match, flags)), ascii(match)
+
+    check()
+
+
+def test_an_anchor_after_a_colon_is_a_place_only_after_one() -> None:
+    """"a@b", "why?", "a=b&c" and "x;y" are no places; after a `:` in any form (U+FF1A, U+2A74 for
+    "::="), earlier in the same string, they are; a `:` in another string does not count."""
+    search = decomposed_anchors.any_form_value_search()
+    for text in ("a@b", "why?", "a=b&c", "x;y", "a\uff20b"):
+        assert not _found(search, '["\u0483\u05b0 ' + text + '", ":"]'), ascii(text)
+        assert not _found(search, '[":", "\u0483\u05b0 ' + text + '"]'), ascii(text)
+        for colon in (":", "\uff1a", "\u2a74", "\ufe55"):
+            assert _found(search, '["\u0483\u05b0 x' + colon + text + '"]'), ascii(colon + text)
+
+
 def test_the_reaches_read_off_the_patterns() -> None:
     """Hand-read examples: a token prefix and its alphabet, a credential word and an assignment, a
     rule whose match ends at its anchor, and a stem of key names alone (no reach: no rule)."""

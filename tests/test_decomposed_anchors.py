@@ -85,15 +85,23 @@ def reach_dead(anchor: str, shown: str, end: int) -> bool:
     return False
 
 
+def after_colon(anchor: str, shown: str, start: int) -> bool:
+    """Does `:` come before an occurrence of an anchor of `secret_rules.AFTER_COLON` starting at
+    `start` in a reader's view of a string (always true for any other anchor)?"""
+    return anchor not in secret_rules.AFTER_COLON or ":" in shown[:start]
+
+
 def holds_in_key(text: str) -> bool:
     """`shown_holds_anchor` for the look's search of `text` as a key: an occurrence is a place there
-    when it is a key-name stem's, or when its reach does not rule it out (`reach_dead`)."""
+    when it is a key-name stem's, or when its reach does not rule it out (`reach_dead`); one of an
+    anchor of `secret_rules.AFTER_COLON` only after a `:`."""
     engine = default_engine()
     shown = text_normal.normalize(text)
     if shown is None or engine.invisible(engine.prepare(shown), 0, nul=False) is not None:
         return True
     return engine.next_anchor(engine.prepare(shown), 0) >= 0 and any(
-        not stopped(anchor, shown, match.end()) and (anchor.lower() in STEMS or not reach_dead(anchor, shown, match.end()))
+        not stopped(anchor, shown, match.end()) and after_colon(anchor, shown, match.start())
+        and (anchor.lower() in STEMS or not reach_dead(anchor, shown, match.end()))
                for anchor, fold in ANCHORS for match in _anchor_re2(anchor, fold).finditer(shown))
 
 

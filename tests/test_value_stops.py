@@ -26,7 +26,15 @@ from .test_anchor_stops import (
     _searches_built_again,
     settled_without_the_walk_and_refused_at_its_pointer,
 )
-from .test_decomposed_anchors import ANCHORS, _anchor_re2, anchor_in_any_form, holds_in_key, reach_dead, stopped
+from .test_decomposed_anchors import (
+    ANCHORS,
+    _anchor_re2,
+    after_colon,
+    anchor_in_any_form,
+    holds_in_key,
+    reach_dead,
+    stopped,
+)
 
 SETTINGS = settings(max_examples=2000, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -59,6 +67,7 @@ def shown_holds_value_place(text: str) -> bool:
         return True
     return engine.next_anchor(engine.prepare(shown), 0) >= 0 and any(
         not stopped(anchor, shown, match.end()) and not reach_dead(anchor, shown, match.end())
+        and after_colon(anchor, shown, match.start())
         and not (anchor in secret_rules.VALUE_STOPS and value_stopped(shown, match.end()))
         for anchor, fold in ANCHORS for match in _anchor_re2(anchor, fold).finditer(shown))
 
