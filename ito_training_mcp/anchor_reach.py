@@ -39,6 +39,7 @@ _ASCII = frozenset(range(0x80))
 class Reach(NamedTuple):
     chars: frozenset[int]  # the ASCII characters that may stand within `length` past the anchor
     length: int  # the fewest characters every match holds past an occurrence of one of its anchors
+    first: frozenset[int] = frozenset(range(0x80))  # the ASCII characters that may stand right after it
 
 
 def _parse(pattern: str) -> list[Any]:
@@ -168,6 +169,42 @@ def _chars_within(items: list[Any], count: int, fold: bool) -> set[int]:
     return found
 
 
+def _first(items: list[Any], fold: bool) -> tuple[set[int], bool]:
+    """The ASCII characters a match of `items` may begin with, and whether it may be empty."""
+    found: set[int] = set()
+    for op, arg in items:
+        name = str(op)
+        if name in ("LITERAL", "NOT_LITERAL", "IN", "ANY"):
+            return found | _chars([(op, arg)], fold), False
+        if name == "BRANCH":
+            empty = False
+            for branch in arg[1]:
+                more, may = _first(list(branch), fold)
+                found |= more
+                empty = empty or may
+            if not empty:
+                return found, False
+        elif name == "SUBPATTERN":
+            more, may = _first(list(arg[3]), (fold or bool(arg[1] & _IGNORECASE)) and not arg[2] & _IGNORECASE)
+            found |= more
+            if not may:
+                return found, False
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            if arg[1]:
+                more, may = _first(list(arg[2]), fold)
+                found |= more
+                if arg[0] and not may:
+                    return found, False
+        elif name == "ATOMIC_GROUP":
+            more, may = _first(list(arg), fold)
+            found |= more
+            if not may:
+                return found, False
+        elif name != "AT":
+            raise ValueError(f"unread item {name}")
+    return found, True
+
+
 def _reaches_of(items: list[Any], anchors: tuple[str, ...], fold: bool) -> list[Reach] | None:
     """The reach past the anchor occurrences of every match of `items` (one per way found), or None."""
     wanted = [a.lower() for a in anchors] if fold else list(anchors)
@@ -188,7 +225,9 @@ def _reaches_of(items: list[Any], anchors: tuple[str, ...], fold: bool) -> list[
                 tail = string[end:]
                 count = len(tail) + _width(rest)
                 chars = _folded({ord(c) for c in tail if c < "\x80"}, fold)
-                made.append(Reach(frozenset(chars | _chars_within(rest, count - len(tail), fold)), count))
+                first = _folded({ord(tail[0])} if tail[0] < "\x80" else set(), fold) if tail else _first(rest, fold)[0]
+                made.append(Reach(frozenset(chars | _chars_within(rest, count - len(tail), fold)), count,
+                                  frozenset(first)))
             return made
     if items and str(items[0][0]) == "BRANCH":  # alternatives at the head: each on its own
         made = []
@@ -214,8 +253,10 @@ def reaches() -> dict[str, Reach]:
     for rule in secret_rules.RULES:
         found = _reaches_of(_parse(rule.pattern), rule.anchors, rule.fold)
         least = Reach(frozenset(), 0) if not found else Reach(
-            frozenset().union(*(r.chars for r in found)), min(r.length for r in found))
+            frozenset().union(*(r.chars for r in found)), min(r.length for r in found),
+            frozenset().union(*(r.first for r in found)))
         for anchor in rule.anchors:
             had = out.get(anchor)
-            out[anchor] = least if had is None else Reach(had.chars | least.chars, min(had.length, least.length))
+            out[anchor] = least if had is None else Reach(had.chars | least.chars, min(had.length, least.length),
+                                                          had.first | least.first)
     return out

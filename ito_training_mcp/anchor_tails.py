@@ -87,6 +87,9 @@ MOST_REACH = 12
 _PRINTABLE = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
 _ALNUM = frozenset(map(ord, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"))
 _REACH_GROUPS = (_ALNUM, _ALNUM | frozenset(map(ord, "_-.+/=~$@")), _PRINTABLE - {ord(","), ord(";")}, _PRINTABLE)
+# The characters that may stand right after an anchor are followed on their own where they are few (a
+# word's: `s`, a separator, a quote, a blank, `:` or `=`), so that "passage" and "author" are no places.
+_MOST_FIRST = 16
 
 
 def searched_reach(anchor: str) -> Reach | None:
@@ -97,7 +100,9 @@ def searched_reach(anchor: str) -> Reach | None:
     if reach is None or reach.length == 0:
         return reach
     own = reach.chars & _PRINTABLE
-    return Reach(next(group for group in _REACH_GROUPS if own <= group), min(reach.length, MOST_REACH))
+    group = next(group for group in _REACH_GROUPS if own <= group)
+    first = reach.first & _PRINTABLE if len(reach.first & _PRINTABLE) <= _MOST_FIRST else group
+    return Reach(group, min(reach.length, MOST_REACH), first)
 
 
 @cache
@@ -118,14 +123,20 @@ def cut_tail(anchor: str) -> str | None:
         return None
     if reach.length == 0:
         return ""
-    chars = sorted(reach.chars)
-    firsts = sorted(c for c in _composing_firsts() if c not in reach.chars)
-    allowed = re2_class(runs(chars))
-    ends = ["[^\\x01-\\x7f]", "$"]  # (NUL, invisible, is no stop: the cleaning removes it)
-    if firsts:
-        ends.append(re2_class(runs(firsts)) + "(?:[^\\x01-\\x7f]|$)")
-    return (f"(?-i:{allowed}{{0,{reach.length - 1}}}(?:{'|'.join(ends)})|{allowed}{{{reach.length}}})"
-            if chars else f"(?-i:{'|'.join(ends)})")
+    def ends(chars: frozenset[int]) -> str:
+        """Where a run of `chars` may end and leave a place: not ASCII (NUL, invisible, is no stop: the
+        cleaning removes it), the end, or a stop that may compose with what follows it."""
+        firsts = sorted(c for c in _composing_firsts() if c not in chars)
+        made = ["[^\\x01-\\x7f]", "$"]
+        if firsts:
+            made.append(re2_class(runs(firsts)) + "(?:[^\\x01-\\x7f]|$)")
+        return "(?:" + "|".join(made) + ")"
+
+    allowed = re2_class(runs(reach.chars))
+    rest = "" if reach.length == 1 else (
+        f"(?:{allowed}{{0,{reach.length - 2}}}{ends(reach.chars)}|{allowed}{{{reach.length - 1}}})")
+    first = reach.first & reach.chars
+    return f"(?-i:{ends(first)}|{re2_class(runs(first))}{rest})" if first else f"(?-i:{ends(first)})"
 
 
 def value_tail(anchor: str, marked: bool, between: list[tuple[int, int]]) -> tuple[str | None, str | None]:
@@ -184,7 +195,6 @@ def _stopped_and_cut(anchor: str) -> str:
     ascii_letters = frozenset(c for c in letters if c < 0x80)
     chars = reach.chars
     blanks = frozenset((0x9, 0x20))
-    firsts = frozenset(c for c in _composing_firsts() if c not in reach.chars)
     s = ord("s")
 
     def klass(codes: frozenset[int]) -> str:
@@ -201,12 +211,16 @@ def _stopped_and_cut(anchor: str) -> str:
         options = ["$"]
         # not ASCII: past the reach; a place unless a letter the stops pass over (states 0 and 1)
         options.append("[^\\x01-\\x7f]" if state == 2 else non_letter)
+        # (right after the anchor, only the characters that may stand first: `Reach.first`)
+        here = chars & reach.first if at == 0 else chars
         # a stop that may compose, with no ASCII character after it: past the reach too
-        stops = firsts if state == 2 else firsts - ascii_letters if state == 1 else firsts - (ascii_letters - {s})
+        composing = frozenset(c for c in _composing_firsts() if c not in here)
+        stops = (composing if state == 2 else composing - ascii_letters if state == 1
+                 else composing - (ascii_letters - {s}))
         if stops:
             options.append(klass(stops) + "(?:[^\\x01-\\x7f]|$)")
-        others = chars - letters - blanks  # (neither letters nor blanks: past the stops)
-        steps = {2: chars} if state == 2 else {1: chars & blanks, 2: others if state == 1 else others | ({s} & chars)}
+        others = here - letters - blanks  # (neither letters nor blanks: past the stops)
+        steps = {2: here} if state == 2 else {1: here & blanks, 2: others if state == 1 else others | ({s} & here)}
         for to, codes in steps.items():
             if codes:
                 options.append(klass(codes) + place(at + 1, to))

@@ -23,15 +23,16 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=N
 
 def _holds_its_reach(rule: secret_rules.Rule, match: str) -> bool:
     """Does `match` (all of it a match of `rule`) hold an occurrence of one of the rule's anchors
-    followed, inside it, by at least the anchor's count of characters, none of them an ASCII one
-    outside the anchor's characters?"""
+    followed, inside it, by at least the anchor's length of characters, none of them an ASCII one
+    outside the anchor's characters, the first none outside those that may stand first?"""
     reaches = anchor_reach.reaches()
     for anchor in rule.anchors:
         reach = reaches[anchor]
         flags = re.IGNORECASE if rule.fold else 0
         for found in re.finditer(re.escape(anchor), match, flags):
             after = match[found.end():found.end() + reach.length]
-            if len(after) == reach.length and all(ord(c) >= 0x80 or ord(c) in reach.chars for c in after):
+            if len(after) == reach.length and all(ord(c) >= 0x80 or ord(c) in reach.chars for c in after) and (
+                    not after or ord(after[0]) >= 0x80 or ord(after[0]) in reach.first):
                 return True
     return False
 
@@ -92,6 +93,10 @@ def test_the_reaches_read_off_the_patterns() -> None:
     assert {ord(c) for c in ": =wordWORD_.-abc"} <= reaches["pass"].chars
     # "token": the refresh/id token rule wants `:` and six characters, the bare word eight
     assert reaches["token"].length == 7
+    # what may stand right after a word: "passage", "author" and "apiary" are no continuation
+    assert {ord(c) for c in "wWpP"} == reaches["pass"].first
+    assert ord("o") not in reaches["auth"].first and ord("a") not in reaches["api"].first
+    assert ord("a") in reaches["secret"].first  # ("secret_access_key", "secretaccesskey")
     assert reaches["@"].length == 0 and reaches["?"].length == 0  # (a match may end at or near them)
     assert "key" not in reaches and "url" not in reaches  # (stems of key names only)
     assert set(reaches) == {anchor for rule in secret_rules.RULES for anchor in rule.anchors}
@@ -103,7 +108,9 @@ def test_the_searches_follow_less_of_the_reach_than_there_is() -> None:
     for anchor, reach in anchor_reach.reaches().items():
         searched = anchor_tails.searched_reach(anchor)
         assert searched is not None and searched.length <= min(reach.length, anchor_tails.MOST_REACH), anchor
-        assert searched.length == 0 or reach.chars & set(range(0x20, 0x7F)) - {0x22, 0x5C} <= searched.chars, anchor
+        printable = set(range(0x20, 0x7F)) - {0x22, 0x5C}
+        assert searched.length == 0 or reach.chars & printable <= searched.chars, anchor
+        assert searched.length == 0 or reach.first & printable <= searched.first, anchor
     assert anchor_tails.searched_reach("key") is None
 
 
@@ -120,7 +127,8 @@ def test_the_tail_passes_over_what_the_reach_rules_out() -> None:
              "ghp_" + "a" * count + ",": True, "ghp_ab\uff41": True, "ghp_ab\u0301,": True, "ghp_\u200bab,": True,
              "ghp_ab": False, "ghp_abc=d": False, "ghp_abc=\u0338": True, "ghp_ab\x00c": True,
              "password: ab,": False, "password: abcdef,": True, "passwort: a\u00e9,": True,
-             "key ab": False, "monkey": False, "curly": False, "header ab": False}
+             "key ab": False, "monkey": False, "curly": False, "header ab": False,
+             "passage x": False, "author \u0430": False, "pass\uff57ord: \u0430": True, "AUTHORITY": False}
     for text, place in cases.items():
         document = '{"notes": ["\u0483\u05b0 ' + text + '", "x"]}'
         assert _found(search, document) is place, ascii(text)

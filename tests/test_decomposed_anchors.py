@@ -80,7 +80,7 @@ def reach_dead(anchor: str, shown: str, end: int) -> bool:
         code = ord(shown[end + i])
         if code >= 0x80:
             return False
-        if code not in reach.chars:
+        if code not in (reach.chars & reach.first if i == 0 else reach.chars):
             return True
     return False
 
