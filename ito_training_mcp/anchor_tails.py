@@ -84,7 +84,10 @@ def _composing_firsts() -> frozenset[int]:
 # is in, and the states it makes multiply with them (a mebibyte of anchors cut short by a few
 # characters, one after another, took 70 ms to search with each anchor's own reach, 25 ms so).
 MOST_REACH = 12
-_PRINTABLE = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
+# (every ASCII character but NUL, which the cleaning removes, and `"` and `\\`, which a string of JSON
+# text without escapes cannot hold: DEL stands raw in JSON text, and an attacker review found it taken
+# for a stop where a rule's value may hold it)
+_PRINTABLE = frozenset(range(0x01, 0x80)) - {ord('"'), ord("\\")}
 _ALNUM = frozenset(map(ord, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"))
 _REACH_GROUPS = (_ALNUM, _ALNUM | frozenset(map(ord, "_-.+/=~$@")), _PRINTABLE - {ord(","), ord(";")}, _PRINTABLE)
 # The characters that may stand right after an anchor are followed on their own where they are few (a
