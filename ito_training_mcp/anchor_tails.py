@@ -111,10 +111,11 @@ def searched_reach(anchor: str) -> Reach | None:
 @cache
 def cut_tail(anchor: str) -> str | None:
     """RE2's pattern of what must follow `anchor` (in JSON text without escapes, right after its last
-    letter) for an occurrence in a value to be a place by its reach (`anchor_reach.reaches`): within
-    its first `length` characters, every ASCII one before the first that is not ASCII is one of the
-    reach's characters. An occurrence followed by up to `length - 1` of them and then another ASCII
-    character (a stop: `"` ends the string) is in no match of a rule it anchors. Why the text a reader
+    letter) for an occurrence to be a place by its reach (`searched_reach`): within its first `length`
+    characters, every ASCII one before the first that is not ASCII is one of the reach's characters
+    (the first of them one of those that may stand first). An occurrence followed by up to
+    `length - 1` of them and then another ASCII character (a stop: `"` ends the string) is in no
+    match of a rule it anchors. Why the text a reader
     sees holds the same characters there: they are ASCII, each followed by another ASCII one, so NFKC
     leaves them as they are and composes none of them with what follows (an ASCII character is never
     the second of a pair that composes), and the cleaning removes none (NUL is not in JSON text). A
@@ -126,6 +127,7 @@ def cut_tail(anchor: str) -> str | None:
         return None
     if reach.length == 0:
         return ""
+
     def ends(chars: frozenset[int]) -> str:
         """Where a run of `chars` may end and leave a place: not ASCII (NUL, invisible, is no stop: the
         cleaning removes it), the end, or a stop that may compose with what follows it."""

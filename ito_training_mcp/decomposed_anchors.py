@@ -393,8 +393,8 @@ def re2_place_search(pattern: str) -> Callable[[bytes, int], int] | None:
     a character of the string that holds it (-1: none). Why not where it starts: a place may go on
     past its anchor (what must follow it: anchor_tails.py), and RE2 finds where a match starts by
     running a reversed program back from its end, whose states, over a pattern this large with such
-    tails, crowd RE2's memory out (150 ms for 2,300 places). Here the search is anchored at `pos`,
-    behind a lazy run of anything, so that only the forward program runs (3 us a place).
+    tails, crowd RE2's memory out (150-550 ms for 2,300-2,600 places). Here the search is anchored at
+    `pos`, behind a lazy run of anything, so that only the forward program runs (4-6 us a place).
 
     Where a place ends: inside the string that holds it; or on that string's closing quote (a tail
     that any character but a stop ends, `"` among them); or, for an occurrence in a key
@@ -511,8 +511,8 @@ def any_form_pattern(values: bool = False) -> str:
     alone = {*_starters().unsure, *several.alone, *(() if values else several.codes)}
     patterns = [re2_class(runs(alone)), pieces.long_run]
     # Anchors that the same pattern must follow share one copy of it: RE2's DFA then follows one such
-    # tail at a time, whichever anchor began it (a copy for each made a mebibyte of anchors cut short
-    # by a few characters, one after another, 150 ms to search: an attacker review's input).
+    # tail at a time, whichever anchor began it (a copy for each made the benchmark's soup of token
+    # prefixes cut short by a few characters, one after another, 150 ms a mebibyte to search).
     tails: dict[str, list[str]] = {}
     keyed: dict[str, list[str]] = {}  # the anchors' occurrences that only a key makes places (`value_tail`)
     after_colon: list[str] = []  # `_after_colon`
@@ -545,16 +545,16 @@ def any_form_pattern(values: bool = False) -> str:
             if after is None:
                 continue
             head, whatever = heads()
-            if not after:
-                into.setdefault("", []).append(pieces.gap.join(steps) if not fold else
-                                               f"(?i:{pieces.gap.join(steps)})")
+            if not after:  # (a place whatever follows it)
+                whole = pieces.gap.join(steps)
+                into.setdefault("", []).append(f"(?i:{whole})" if fold else whole)
                 continue
             into.setdefault(after, []).append(head)
             if whatever is not None:
                 into.setdefault("", []).append(whatever)
-    patterns += [f"(?:{'|'.join(heads)}){after}" for after, heads in tails.items()]
+    patterns += [f"(?:{'|'.join(bodies)}){after}" for after, bodies in tails.items()]
     return "|".join([*patterns, *_after_colon(after_colon),
-                     *_in_keys([f"(?:{'|'.join(heads)}){after}" for after, heads in keyed.items()])])
+                     *_in_keys([f"(?:{'|'.join(bodies)}){after}" for after, bodies in keyed.items()])])
 
 
 @cache
