@@ -465,8 +465,9 @@ def _own_way_labels(example: dict[str, Any]) -> dict[str, bytes]:
             _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
                                                                                       "token: ab,"))),
             # (since the seventeenth round an occurrence its rules' reach rules out is no place, and "@"
-            # only after a ":" in its string: the first three are settled so; "x:y@z", userinfo cut
-            # short, is a place, and whether a rule matches there depends on what NFKC makes of the host)
+            # only after ":/" or after ":" and three characters in its string: the first four are
+            # settled so; "x:yyy@z,", userinfo cut short, is a place, and whether a rule matches there
+            # depends on what NFKC makes of the host)
             "labels with 'ghp_ab,' every 40 characters, marks out of order between, no two alike (valid)":
             _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
                                                                                       "ghp_ab,"))),
@@ -475,6 +476,9 @@ def _own_way_labels(example: dict[str, Any]) -> dict[str, bytes]:
             "labels with 'x:y@z' every 40 characters, marks out of order between, no two alike (valid)":
             _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
                                                                                       "x:y@z"))),
+            "labels with 'x:yyy@z,' every 40 characters, marks out of order between, no two alike (valid)":
+            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
+                                                                                      "x:yyy@z,"))),
             # an attacker's soup: token prefixes one after another, each cut short by a few letters of
             # the next and a comma (24x before the seventeenth round, where the walk read it all)
             "labels of token prefixes cut short one after another, marks between, no two alike (valid)":

@@ -172,18 +172,18 @@ def pattern(re2: bool, values: bool = False) -> str:
     invisible = secret_rules.invisible_class(re2, nul=False)  # which the scanner removes before it looks
     tails: dict[str, list[str]] = {}  # (one copy of each tail: see `any_form_pattern`)
     keyed: dict[str, list[str]] = {}
-    after_colon: list[str] = []  # `_after_colon`
+    after_colon: dict[str, str] = {}  # `_after_colon`
     for anchor, fold in _anchors():
         body, tail, in_key = _anchor(anchor, fold, char, mark, values)
         if values and anchor in secret_rules.AFTER_COLON:
-            after_colon.append(body)
+            after_colon[anchor] = body
             continue
         if tail is not None:
             tails.setdefault(tail, []).append(body)
         if in_key is not None:
             keyed.setdefault(in_key, []).append(body)
     return "|".join([invisible, *(f"(?:{'|'.join(bodies)}){tail}" for tail, bodies in tails.items()),
-                     *_after_colon(after_colon),
+                     *_after_colon(after_colon, secret_rules.invisible_class(re2, nul=False) + "*"),
                      *_in_keys([f"(?:{'|'.join(bodies)}){after}" for after, bodies in keyed.items()])])
 
 
@@ -515,7 +515,7 @@ def any_form_pattern(values: bool = False) -> str:
     # prefixes cut short by a few characters, one after another, 150 ms a mebibyte to search).
     tails: dict[str, list[str]] = {}
     keyed: dict[str, list[str]] = {}  # the anchors' occurrences that only a key makes places (`value_tail`)
-    after_colon: list[str] = []  # `_after_colon`
+    after_colon: dict[str, str] = {}  # `_after_colon`
     for anchor, fold, steps, starters, marks_after, _ in pieces.anchors:
         marked = marks_after[-1]  # whether marks may follow the last letter
         tail, in_key = value_tail(anchor, marked, pieces.between) if values else ("", None)
@@ -538,7 +538,7 @@ def any_form_pattern(values: bool = False) -> str:
 
         if values and anchor in secret_rules.AFTER_COLON:
             joined = pieces.gap.join(steps)  # (no stops and no reach: a match may end with it)
-            after_colon.append(f"(?i:{joined})" if fold else joined)
+            after_colon[anchor] = f"(?i:{joined})" if fold else joined
             continue
         for after, into in ((None if tail is None else tail or ("" if marked else stop_tail(anchor)), tails),
                             (in_key, keyed)):
@@ -553,24 +553,56 @@ def any_form_pattern(values: bool = False) -> str:
             if whatever is not None:
                 into.setdefault("", []).append(whatever)
     patterns += [f"(?:{'|'.join(bodies)}){after}" for after, bodies in tails.items()]
-    return "|".join([*patterns, *_after_colon(after_colon),
+    return "|".join([*patterns, *_after_colon(after_colon, pieces.gap),
                      *_in_keys([f"(?:{'|'.join(bodies)}){after}" for after, bodies in keyed.items()])])
 
 
 @cache
-def _colons() -> str:
-    """The characters whose NFKD holds `:` (the full-width one, U+2A74 for "::=" ...), as a class."""
-    return re2_class(runs(code for code in range(0x110000) if not 0xD800 <= code < 0xE000
-                          and ":" in unicodedata.normalize("NFKD", chr(code))))
+def _holding(char: str, last: bool = False) -> str:
+    """The characters whose NFKD holds `char` (for ":", the full-width one, U+2A74 for "::=" ...), as a
+    class; `last`: only those whose NFKD ends with it."""
+    codes = [code for code in range(0x110000) if not 0xD800 <= code < 0xE000
+             and char in unicodedata.normalize("NFKD", chr(code))]
+    if last:
+        codes = [code for code in codes if unicodedata.normalize("NFKD", chr(code)).endswith(char)]
+    return re2_class(runs(codes))
 
 
-def _after_colon(anchors: list[str]) -> list[str]:
-    """The patterns of the anchors of `secret_rules.AFTER_COLON` as one (none for none): after a
-    character whose NFKD holds `:`, and anything but a quote (the rest of its string, in JSON text
-    without escapes). NFKC makes a `:` of no other characters (it composes no ASCII character, and a
-    `:` begins no pair that composes), and the cleaning removes none; so a reader's view that holds a
-    `:` and then such an anchor in one string comes from a text holding these in that order."""
-    return [f'{_colons()}[^"]*(?:{"|".join(anchors)})'] if anchors else []
+@cache
+def _holding_not_last(char: str) -> str:
+    """The characters whose NFKD holds `char` but does not end with it (for ":", U+2A74 for "::="), as
+    a class ("" for none)."""
+    codes = [code for code in range(0x110000) if not 0xD800 <= code < 0xE000
+             and char in unicodedata.normalize("NFKD", chr(code))
+             and not unicodedata.normalize("NFKD", chr(code)).endswith(char)]
+    return re2_class(runs(codes)) if codes else ""
+
+
+def _after_colon(anchors: dict[str, str], gap: str) -> list[str]:
+    """The patterns of the anchors of `secret_rules.AFTER_COLON` (`anchors`: each one's), as the rules
+    they anchor want them: after `:` and `/` (the `://` of a URL, with its userinfo `@` or its
+    query's `?`, `&` and `;`), then anything but a quote (the rest of the string, in JSON text without
+    escapes); and `@` also after `:` and a run of at least three characters none of which is a blank,
+    `/`, `@`, `:` or a quote (`user:password@host`), or of any length holding one that is not ASCII.
+
+    Why a text in any form holds these where a reader's view does: NFKC makes `:` and `/` of no other
+    characters (it composes no ASCII character) and the cleaning removes none, so the view's `:`
+    comes from a character whose NFKD holds one, and so does its `/`, with only invisible characters
+    between them (any other would stand between them in the view; no character's NFKD holds both).
+    A run of ASCII characters stands in the view as it is (none composes with the next), so one of
+    fewer than three, or holding one of those characters, stands there so too; where the `:` comes
+    from a character whose NFKD goes on after it (U+2A74, "::="), the run may be of any length."""
+    if not anchors:
+        return []
+    colon, slash = _holding(":"), _holding("/")
+    made = [f'{colon}{gap}{slash}[^"]*(?:{"|".join(anchors.values())})']
+    if "@" in anchors:
+        run = "[^\"\\x00\\t\\n\\r /@:']"  # (not ASCII: any; NUL, invisible, counts as not ASCII)
+        # (a character whose NFKD goes on after its `:`, U+2A74, begins the run itself: any length then)
+        further = _holding_not_last(":")
+        made.append(f"(?:{_holding(':', last=True)}(?:{run}{{3,}}|{run}*[^\\x01-\\x7f]{run}*)"
+                    + (f"|{further}{run}*" if further else "") + f"){anchors['@']}")
+    return made
 
 
 class _Several(NamedTuple):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ito_training_mcp import anchor_reach, anchor_tails, decomposed_anchors, secret_rules, secret_scan
 
 from .test_anchor_stops import settled_without_the_walk_and_refused_at_its_pointer
-from .test_decomposed_anchors import anchor_in_any_form
+from .test_decomposed_anchors import after_colon, anchor_in_any_form
 from .test_value_stops import _found, shown_holds_value_place
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -56,28 +56,36 @@ def test_every_match_of_a_rule_holds_an_anchor_with_its_reach(rule: secret_rules
                          ids=lambda rule: rule.kind)
 def test_every_match_of_a_rule_anchored_after_a_colon_holds_one_there(rule: secret_rules.Rule) -> None:
     """`secret_rules.AFTER_COLON`: every match (generated from the rule's pattern) holds an occurrence of
-    one of the rule's anchors that is not in the table, or that a `:` comes before in the match."""
+    one of the rule's anchors that is not in the table, or that stands where the look's searches take
+    it for a place (`after_colon`: after `:/`, or for `@` right after `:` and three characters)."""
     pattern = re.compile(secret_rules.for_python(rule.pattern).replace("4096", "40"))
 
     @SETTINGS
     @given(st.from_regex(pattern, fullmatch=True).filter(lambda text: '"' not in text and "\x00" not in text))
     def check(match: str) -> None:
         flags = re.IGNORECASE if rule.fold else 0
-        assert any(anchor not in secret_rules.AFTER_COLON or ":" in match[:found.start()]
+        assert any(after_colon(anchor, match, found.start())
                    for anchor in rule.anchors for found in re.finditer(re.escape(anchor), match, flags)), ascii(match)
 
     check()
 
 
 def test_an_anchor_after_a_colon_is_a_place_only_after_one() -> None:
-    """"a@b", "why?", "a=b&c" and "x;y" are no places; after a `:` in any form (U+FF1A, U+2A74 for
-    "::="), earlier in the same string, they are; a `:` in another string does not count."""
+    """"a@b", "why?", "a=b&c" and "x;y" are no places; after `:/` in any form (U+FF1A, U+2A74 for
+    "::=", U+FF0F), earlier in the same string, they are; "@" also after `:` and three characters
+    ("x:yyy@z", not "x:y@z" or "x: y z@q"), or fewer with one not ASCII; a `:` in another string does
+    not count."""
     search = decomposed_anchors.any_form_value_search()
     for text in ("a@b", "why?", "a=b&c", "x;y", "a\uff20b"):
-        assert not _found(search, '["\u0483\u05b0 ' + text + '", ":"]'), ascii(text)
-        assert not _found(search, '[":", "\u0483\u05b0 ' + text + '"]'), ascii(text)
+        assert not _found(search, '["\u0483\u05b0 ' + text + '", ":/"]'), ascii(text)
+        assert not _found(search, '[":/", "\u0483\u05b0 ' + text + '"]'), ascii(text)
+        assert not _found(search, '["\u0483\u05b0 x:' + text + '"]'), ascii(text)
         for colon in (":", "\uff1a", "\u2a74", "\ufe55"):
-            assert _found(search, '["\u0483\u05b0 x' + colon + text + '"]'), ascii(colon + text)
+            for slash in ("/", "\uff0f", "\u200b/"):
+                assert _found(search, '["\u0483\u05b0 x' + colon + slash + text + '"]'), ascii(colon + text)
+    for text, place in (("x:y@z", False), ("x:yyy@z", True), ("x:y\u0430@z", True), ("x: y z@q", False),
+                        ("x:y\u200b@z", True), ("x\uff1ayyy\uff20z", True), ("x:y/y@z", False)):
+        assert _found(search, '["\u0483\u05b0 ' + text + '"]') is place, ascii(text)
 
 
 def test_the_reaches_read_off_the_patterns() -> None:
@@ -199,3 +207,21 @@ def test_labels_of_anchors_cut_short_are_settled_without_the_walk(word: str, mon
         return made + "\u3092" + str(seed % 10)
 
     settled_without_the_walk_and_refused_at_its_pointer([label(i) for i in range(80)], 5, 20, monkeypatch)
+
+
+COLON_PIECES = [":", "/", "\uff1a", "\uff0f", "\u2a74", "@", "\uff20", "?", "&", ";", "a", "yy", " ", "\u0430", "\u200b",
+                "x", "'", "\u0301", "\u2100"]
+
+
+@settings(max_examples=3000, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(COLON_PIECES), max_size=10).map("".join))
+def test_no_place_after_a_colon_is_missed(text: str) -> None:
+    """Texts of colons, slashes, `@`, `?`, `&`, `;` in any form, letters, blanks, marks and invisible
+    characters: where a reader's view holds a place (`after_colon`), both searches find its string."""
+    import unicodedata
+
+    if shown_holds_value_place(text):
+        for search, form in ((decomposed_anchors.any_form_value_search(), text),
+                             (decomposed_anchors.decomposed_value_search(), unicodedata.normalize("NFKD", text))):
+            assert _found(search, '["\u0483\u05b0", "' + form + '"]'), ascii(form)

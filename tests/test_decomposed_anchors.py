@@ -86,9 +86,13 @@ def reach_dead(anchor: str, shown: str, end: int) -> bool:
 
 
 def after_colon(anchor: str, shown: str, start: int) -> bool:
-    """Does `:` come before an occurrence of an anchor of `secret_rules.AFTER_COLON` starting at
-    `start` in a reader's view of a string (always true for any other anchor)?"""
-    return anchor not in secret_rules.AFTER_COLON or ":" in shown[:start]
+    """Is an occurrence of an anchor of `secret_rules.AFTER_COLON` starting at `start` in a reader's
+    view of a string where its rules want it: after `:/` (a URL), or for `@` also right after `:` and
+    three characters or more none of which is a blank, `/`, `@`, `:` or a quote (always true for any
+    other anchor)?"""
+    before = shown[:start]
+    return anchor not in secret_rules.AFTER_COLON or ":/" in before or (
+        anchor == "@" and re.search(":[^ \t\r\n/@:\"'\x00]{3,}$", before) is not None)
 
 
 def holds_in_key(text: str) -> bool:
