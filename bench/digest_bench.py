@@ -447,42 +447,27 @@ def _own_way_labels(example: dict[str, Any]) -> dict[str, bytes]:
             made += word if len(made) % 40 < 3 else unit(rng)
         return made[:195] + str(seed % 10)
 
-    # (since the fifteenth round "token" has stops: "tokenizer" is no place, "token " is; both are here)
-    return {"labels with 'tokenizer' every 40 characters, marks out of order between, no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i))),
-            "labels with 'tokenizer' every 40 characters, 31 kinds of compatibility character between, "
-            "no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(spelt, r * 1000 + i))),
-            "labels with 'token ' every 40 characters, marks out of order between, no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
-                                                                                      "token "))),
-            "labels with 'token ' every 40 characters, 31 kinds of compatibility character between, "
-            "no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(spelt, r * 1000 + i, "token "))),
-            # (since the sixteenth round a letter after "token " in a value is no place; an assignment
-            # cut short is, and a rule must read each string normalised to tell)
-            "labels with 'token: ab,' every 40 characters, marks out of order between, no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
-                                                                                      "token: ab,"))),
-            # (since the seventeenth round an occurrence its rules' reach rules out is no place, and "@"
-            # only after ":/" or after ":" and three characters in its string: the first four are
-            # settled so; "x:yyy@z,", userinfo cut short, is a place, and whether a rule matches there
-            # depends on what NFKC makes of the host)
-            "labels with 'ghp_ab,' every 40 characters, marks out of order between, no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
-                                                                                      "ghp_ab,"))),
-            "labels with '@' every 40 characters, marks out of order between, no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i, "@"))),
-            "labels with 'x:y@z' every 40 characters, marks out of order between, no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
-                                                                                      "x:y@z"))),
-            "labels with 'x:yyy@z,' every 40 characters, marks out of order between, no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(reordered, r * 1000 + i,
-                                                                                      "x:yyy@z,"))),
-            # an attacker's soup: token prefixes one after another, each cut short by a few letters of
-            # the next and a comma (24x before the seventeenth round, where the walk read it all)
-            "labels of token prefixes cut short one after another, marks between, no two alike (valid)":
-            _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: _soup(r * 1000 + i)))}
+    def labelled(unit: Callable[[random.Random], str], word: str) -> bytes:
+        return _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: label(unit, r * 1000 + i, word)))
+
+    between = {reordered: "marks out of order between", spelt: "31 kinds of compatibility character between"}
+    out = {f"labels with '{word}' every 40 characters, {between[unit]}, no two alike (valid)": labelled(unit, word)
+           for word, unit in (
+               # (since the fifteenth round "token" has stops: "tokenizer" is no place, "token " is)
+               ("tokenizer", reordered), ("tokenizer", spelt), ("token ", reordered), ("token ", spelt),
+               # (since the sixteenth round a letter after "token " in a value is no place; an assignment
+               # cut short is, and a rule must read each string normalised to tell)
+               ("token: ab,", reordered),
+               # (since the seventeenth round an occurrence its rules' reach rules out is no place, and
+               # "@" only after ":/" or after ":" and three characters in its string: the first four
+               # are settled so; "x:yyy@z,", userinfo cut short, is a place, and whether a rule
+               # matches there depends on what NFKC makes of the host)
+               ("ghp_ab,", reordered), ("@", reordered), ("x:y@z", reordered), ("x:yyy@z,", reordered))}
+    # an attacker's soup: token prefixes one after another, each cut short by a few letters of the
+    # next and a comma (9.9x before the seventeenth round, where the walk read it all)
+    out["labels of token prefixes cut short one after another, marks between, no two alike (valid)"] = \
+        _filled_labels(lambda n: _own_labels_each(example, n, lambda r, i: _soup(r * 1000 + i)))
+    return out
 
 
 _SOUP_PREFIXES = ("ghp_", "gho_", "glpat-", "glrt-", "npm_", "hf_", "AKIA", "ASIA", "xai-", "pplx-", "gsk_", "r8_",

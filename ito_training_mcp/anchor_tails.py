@@ -43,7 +43,7 @@ _VALUE_LETTER_BLOCKS = ((0x30, 0x7F), (0xC0, 0x24F), (0x370, 0x52F), (0x5D0, 0x5
 @cache
 def value_letters() -> tuple[tuple[int, int], ...]:
     """The letters and digits of `value_tail`, as (low, high) runs (~20 ms, once)."""
-    from .decomposed_anchors import COMPOSING
+    from .composing import COMPOSING
 
     invisible = {code for low, high in secret_rules.INVISIBLE_RANGES for code in range(low, high + 1)}
     composing = {code for low, high in COMPOSING for code in range(low, high + 1)}
@@ -237,3 +237,40 @@ def _stopped_and_cut(anchor: str) -> str:
 def in_keys(keyed: list[str]) -> list[str]:
     """The one pattern of the occurrences that only a key makes places (`KEY_REST` after them all)."""
     return ["(?:" + "|".join(keyed) + ")" + KEY_REST] if keyed else []
+
+
+@cache
+def _holding(char: str, last: bool | None = None) -> str:
+    """The characters whose NFKD holds `char` (for ":", the full-width one, U+2A74 for "::=" ...), as a
+    class ("" for none); `last`: only those whose NFKD ends with it (True) or goes on after it (False)."""
+    codes = [code for code in range(0x110000) if not 0xD800 <= code < 0xE000
+             and char in unicodedata.normalize("NFKD", chr(code))
+             and (last is None or unicodedata.normalize("NFKD", chr(code)).endswith(char) is last)]
+    return re2_class(runs(codes)) if codes else ""
+
+
+def after_colon(anchors: dict[str, str], gap: str) -> list[str]:
+    """The patterns of the anchors of `secret_rules.AFTER_COLON` (`anchors`: each one's), as the rules
+    they anchor want them: after `:` and `/` (the `://` of a URL, with its userinfo `@` or its
+    query's `?`, `&` and `;`), then anything but a quote (the rest of the string, in JSON text without
+    escapes); and `@` also after `:` and a run of at least three characters none of which is a blank,
+    `/`, `@`, `:` or a quote (`user:password@host`), or of any length holding one that is not ASCII.
+
+    Why a text in any form holds these where a reader's view does: NFKC makes `:` and `/` of no other
+    characters (it composes no ASCII character) and the cleaning removes none, so the view's `:`
+    comes from a character whose NFKD holds one, and so does its `/`, with only invisible characters
+    between them (any other would stand between them in the view; no character's NFKD holds both).
+    A run of ASCII characters stands in the view as it is (none composes with the next), so one of
+    fewer than three, or holding one of those characters, stands there so too; where the `:` comes
+    from a character whose NFKD goes on after it (U+2A74, "::="), the run may be of any length."""
+    if not anchors:
+        return []
+    colon, slash = _holding(":"), _holding("/")
+    made = [f'{colon}{gap}{slash}[^"]*(?:{"|".join(anchors.values())})']
+    if "@" in anchors:
+        run = "[^\"\\x00\\t\\n\\r /@:']"  # (not ASCII: any; NUL, invisible, counts as not ASCII)
+        # (a character whose NFKD goes on after its `:`, U+2A74, begins the run itself: any length then)
+        further = _holding(":", last=False)
+        made.append(f"(?:{_holding(':', last=True)}(?:{run}{{3,}}|{run}*[^\\x01-\\x7f]{run}*)"
+                    + (f"|{further}{run}*" if further else "") + f"){anchors['@']}")
+    return made

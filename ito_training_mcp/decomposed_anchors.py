@@ -35,93 +35,23 @@ import re
 import unicodedata
 from collections.abc import Callable
 from functools import cache
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from . import secret_rules, several_starters
 from .anchor_tails import KEY_REST as KEY_REST
+from .anchor_tails import after_colon as _after_colon
 from .anchor_tails import in_keys as _in_keys
 from .anchor_tails import stop_tail as stop_tail
 from .anchor_tails import value_letters as value_letters
 from .anchor_tails import value_tail as value_tail
+from .composing import COMPOSING as COMPOSING
+from .composing import composing_begun as composing_begun
+from .composing import holds_latin_marks as holds_latin_marks
+from .composing import marks as marks
+from .composing import may_compose as may_compose
 from .invisible import re2_class, runs, utf8_starts
-
-# The characters that may compose with the one before them (NFKC's quick check says "maybe" for
-# them): the second of each canonical pair that composes, and the Hangul vowel and final jamo. A text
-# in NFKD that holds none of them is in NFKC too, and is searched as it stands (a test checks the
-# list against unicodedata).
-COMPOSING: tuple[tuple[int, int], ...] = (
-    (0x300, 0x304), (0x306, 0x30C), (0x30F, 0x30F), (0x311, 0x311), (0x313, 0x314), (0x31B, 0x31B),
-    (0x323, 0x328), (0x32D, 0x32E), (0x330, 0x331), (0x338, 0x338), (0x342, 0x342), (0x345, 0x345),
-    (0x653, 0x655), (0x93C, 0x93C), (0x9BE, 0x9BE), (0x9D7, 0x9D7), (0xB3E, 0xB3E), (0xB56, 0xB57),
-    (0xBBE, 0xBBE), (0xBD7, 0xBD7), (0xC56, 0xC56), (0xCC2, 0xCC2), (0xCD5, 0xCD6), (0xD3E, 0xD3E),
-    (0xD57, 0xD57), (0xDCA, 0xDCA), (0xDCF, 0xDCF), (0xDDF, 0xDDF), (0x102E, 0x102E), (0x1161, 0x1175),
-    (0x11A8, 0x11C2), (0x1B35, 0x1B35), (0x3099, 0x309A), (0x110BA, 0x110BA), (0x11127, 0x11127),
-    (0x1133E, 0x1133E), (0x11357, 0x11357), (0x114B0, 0x114B0), (0x114BA, 0x114BA), (0x114BD, 0x114BD),
-    (0x115AF, 0x115AF), (0x11930, 0x11930),
-)
-
-
-@cache
-def _composing_search() -> Callable[[Any], bool]:
-    begun = _composing_begun()
-    python = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in COMPOSING) + "]")
-    try:
-        import re2  # type: ignore[import-untyped]  # no type information shipped
-    except ImportError:  # pragma: no cover - exercised where no wheel exists
-        compiled = None
-    else:
-        options = re2.Options()
-        options.never_capture = True
-        compiled = re2.compile(re2_class(COMPOSING), options)
-
-    def search(data: Any) -> bool:
-        if isinstance(data, str):
-            return python.search(data) is not None
-        return begun(data) and (compiled.search(data) if compiled is not None else
-                                python.search(data.decode("utf-8", "surrogatepass"))) is not None
-    return search
-
-
-def holds_latin_marks(data: Any) -> bool:
-    """Does `data` (as an engine prepared it) hold a combining mark of U+0300..U+036F, the marks of
-    Latin, Greek and Cyrillic? Two byte searches in UTF-8 (they all begin with 0xCC or 0xCD); for
-    text, False (the caller then asks NFKC's own look)."""
-    return isinstance(data, bytes) and (b"\xcc" in data or b"\xcd" in data)
-
-
-def may_compose(data: Any) -> bool:
-    """Could NFKC compose anything in `data` (a text in NFKD, as an engine prepared it)? False: the
-    text is in NFKC as well. A look at the bytes that begin such a character, then one search."""
-    return _composing_search()(data)
-
-
-def composing_begun(data: bytes) -> bool:
-    """The look at UTF-8 bytes alone: False when they hold no byte that begins a character that may
-    compose with the one before (a few byte searches; most scripts' bytes show none)."""
-    return _composing_begun()(data)
-
-
-@cache
-def _composing_begun() -> Callable[[bytes], bool]:
-    return utf8_starts(c for a, b in COMPOSING for c in range(a, b + 1))
-
-
-# Non-starters lie in U+0300..U+1FFFF (text_normal checks the same bound for its run search).
-_LAST_NON_STARTER = 0x1FFFF
-
-
-@cache
-def marks() -> tuple[tuple[int, int], ...]:
-    """Every non-starter (a combining class other than 0), as (low, high) runs."""
-    ranges: list[tuple[int, int]] = []
-    for code in range(0x300, _LAST_NON_STARTER + 1):
-        if unicodedata.combining(chr(code)):
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1] = (ranges[-1][0], code)
-            else:
-                ranges.append((code, code))
-    return tuple(ranges)
-
+from .re2_searches import re2_place_search as re2_place_search
+from .re2_searches import re2_search as re2_search
 
 # Letters that a case-insensitive search takes for a character that decomposes with marks: Python's
 # `re` matches "i" to U+0130 (İ, whose simple lowercase is "i"; its NFKD is I + U+0307), and the other
@@ -280,7 +210,7 @@ def _may_take_part() -> Callable[[int, str, list[str]], bool]:
     folded = re.compile("[" + "".join(f"\\U{ord(c):08x}" for c in sorted(anchor_starters[True])) + "]", re.IGNORECASE)
     exact = frozenset(anchor_starters[False] | anchor_starters[True])
     try:  # RE2's case folding too, where it is installed (its orbits are not Python's)
-        import re2
+        import re2  # type: ignore[import-untyped]  # no type information shipped
 
         folded_re2 = re2.compile("(?i:[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(anchor_starters[True])) + "])")
     except ImportError:  # pragma: no cover - exercised where no wheel exists
@@ -367,65 +297,6 @@ def crowded_string_search() -> Callable[[bytes, int], int] | None:
     invisible = secret_rules.invisible_class(True, nul=False)
     # lazily: the match, and the search, end at the last one counted
     return re2_search(f'{invisible}(?:[^"]*?{invisible}){{{MAX_INVISIBLE_KINDS}}}')
-
-
-def re2_search(pattern: str) -> Callable[[bytes, int], int] | None:
-    """Where, at or after byte `pos`, UTF-8 `data` next holds a match of `pattern` (-1: none), RE2
-    compiled without captures; None without RE2."""
-    try:
-        import re2
-    except ImportError:  # pragma: no cover - exercised where no wheel exists
-        return None
-    options = re2.Options()
-    options.never_capture = True
-    options.max_mem = 64 << 20
-    compiled = re2.compile(pattern, options)
-
-    def search(data: bytes, pos: int) -> int:
-        match = compiled.search(data, pos)
-        return -1 if match is None else int(match.start())
-    return search
-
-
-def re2_place_search(pattern: str) -> Callable[[bytes, int], int] | None:
-    """`re2_search` for the places of a JSON text without escapes (`any_form_pattern(values=True)`,
-    `pattern(values=True)`): where the first place at or after byte `pos` ends, as the first byte of
-    a character of the string that holds it (-1: none). Why not where it starts: a place may go on
-    past its anchor (what must follow it: anchor_tails.py), and RE2 finds where a match starts by
-    running a reversed program back from its end, whose states, over a pattern this large with such
-    tails, crowd RE2's memory out (150-550 ms for 2,300-2,600 places). Here the search is anchored at
-    `pos`, behind a lazy run of anything, so that only the forward program runs (4-6 us a place).
-
-    Where a place ends: inside the string that holds it; or on that string's closing quote (a tail
-    that any character but a stop ends, `"` among them); or, for an occurrence in a key
-    (anchor_tails.KEY_REST), on the `:` after the key, with only JSON whitespace back to the key's
-    closing quote. A `:` that only whitespace parts from the quote before it ends no other place: no
-    alternative of these patterns matches whitespace and `:` alone (a test checks it)."""
-    try:
-        import re2
-    except ImportError:  # pragma: no cover - exercised where no wheel exists
-        return None
-    options = re2.Options()
-    options.never_capture = True
-    options.max_mem = 64 << 20
-    compiled = re2.compile(f"(?s:.*?)(?:{pattern})", options)
-    colon, quote = ord(":"), ord('"')
-
-    def search(data: bytes, pos: int) -> int:
-        match = compiled.match(data, pos)
-        if match is None:
-            return -1
-        last = int(match.end()) - 1
-        if data[last] == colon:
-            before = data.rfind(b'"', pos, last)
-            if before >= 0 and not data[before + 1:last].strip(b" \t\r\n"):
-                last = before - 1  # (in the key, which holds at least the anchor)
-        elif data[last] == quote:
-            last -= 1
-        while last > pos and 0x80 <= data[last] < 0xC0:  # back to the first byte of its character
-            last -= 1
-        return last
-    return search
 
 
 class _Anchor(NamedTuple):
@@ -555,54 +426,6 @@ def any_form_pattern(values: bool = False) -> str:
     patterns += [f"(?:{'|'.join(bodies)}){after}" for after, bodies in tails.items()]
     return "|".join([*patterns, *_after_colon(after_colon, pieces.gap),
                      *_in_keys([f"(?:{'|'.join(bodies)}){after}" for after, bodies in keyed.items()])])
-
-
-@cache
-def _holding(char: str, last: bool = False) -> str:
-    """The characters whose NFKD holds `char` (for ":", the full-width one, U+2A74 for "::=" ...), as a
-    class; `last`: only those whose NFKD ends with it."""
-    codes = [code for code in range(0x110000) if not 0xD800 <= code < 0xE000
-             and char in unicodedata.normalize("NFKD", chr(code))]
-    if last:
-        codes = [code for code in codes if unicodedata.normalize("NFKD", chr(code)).endswith(char)]
-    return re2_class(runs(codes))
-
-
-@cache
-def _holding_not_last(char: str) -> str:
-    """The characters whose NFKD holds `char` but does not end with it (for ":", U+2A74 for "::="), as
-    a class ("" for none)."""
-    codes = [code for code in range(0x110000) if not 0xD800 <= code < 0xE000
-             and char in unicodedata.normalize("NFKD", chr(code))
-             and not unicodedata.normalize("NFKD", chr(code)).endswith(char)]
-    return re2_class(runs(codes)) if codes else ""
-
-
-def _after_colon(anchors: dict[str, str], gap: str) -> list[str]:
-    """The patterns of the anchors of `secret_rules.AFTER_COLON` (`anchors`: each one's), as the rules
-    they anchor want them: after `:` and `/` (the `://` of a URL, with its userinfo `@` or its
-    query's `?`, `&` and `;`), then anything but a quote (the rest of the string, in JSON text without
-    escapes); and `@` also after `:` and a run of at least three characters none of which is a blank,
-    `/`, `@`, `:` or a quote (`user:password@host`), or of any length holding one that is not ASCII.
-
-    Why a text in any form holds these where a reader's view does: NFKC makes `:` and `/` of no other
-    characters (it composes no ASCII character) and the cleaning removes none, so the view's `:`
-    comes from a character whose NFKD holds one, and so does its `/`, with only invisible characters
-    between them (any other would stand between them in the view; no character's NFKD holds both).
-    A run of ASCII characters stands in the view as it is (none composes with the next), so one of
-    fewer than three, or holding one of those characters, stands there so too; where the `:` comes
-    from a character whose NFKD goes on after it (U+2A74, "::="), the run may be of any length."""
-    if not anchors:
-        return []
-    colon, slash = _holding(":"), _holding("/")
-    made = [f'{colon}{gap}{slash}[^"]*(?:{"|".join(anchors.values())})']
-    if "@" in anchors:
-        run = "[^\"\\x00\\t\\n\\r /@:']"  # (not ASCII: any; NUL, invisible, counts as not ASCII)
-        # (a character whose NFKD goes on after its `:`, U+2A74, begins the run itself: any length then)
-        further = _holding_not_last(":")
-        made.append(f"(?:{_holding(':', last=True)}(?:{run}{{3,}}|{run}*[^\\x01-\\x7f]{run}*)"
-                    + (f"|{further}{run}*" if further else "") + f"){anchors['@']}")
-    return made
 
 
 class _Several(NamedTuple):
