@@ -462,7 +462,11 @@ def _own_way_labels(example: dict[str, Any]) -> dict[str, bytes]:
                # "@" only after ":/" or after ":" and three characters in its string: the first four
                # are settled so; "x:yyy@z,", userinfo cut short, is a place, and whether a rule
                # matches there depends on what NFKC makes of the host)
-               ("ghp_ab,", reordered), ("@", reordered), ("x:y@z", reordered), ("x:yyy@z,", reordered))}
+               ("ghp_ab,", reordered), ("@", reordered), ("x:y@z", reordered), ("x:yyy@z,", reordered),
+               # (since the eighteenth round the host after such an "@" is followed too: "x:yyy@z," is
+               # settled. A rule missed by one character past what the searches follow, a value one
+               # short, is a place in every label: the floor, `_without_scan_ms` and `_nfkc_alone_ms`)
+               ("password: abcde,", reordered))}
     # an attacker's soup: token prefixes one after another, each cut short by a few letters of the
     # next and a comma (9.9x before the seventeenth round, where the walk read it all)
     out["labels of token prefixes cut short one after another, marks between, no two alike (valid)"] = \
@@ -547,6 +551,24 @@ def _nfkc_alone_ms(content: bytes, reps: int = 3) -> float:
     return best * MS
 
 
+def _without_scan_ms(content: bytes, reps: int = 3) -> float:
+    """What the manifest gate's other checks of the document cost (strict JSON, the character rule, the
+    schema, the values checked together), its secret scan left out: the least of `reps` runs, in ms.
+    With `_nfkc_alone_ms`, what an input whose every string the scan must read normalised costs at
+    least, however the scan decides."""
+    from unittest import mock
+
+    from ito_training_mcp import manifest
+
+    best = float("inf")
+    with mock.patch.object(manifest.secret_scan, "scan", return_value=[]):
+        for _ in range(reps):
+            started = time.perf_counter()
+            manifest.parse_checked(content)
+            best = min(best, time.perf_counter() - started)
+    return best * MS
+
+
 async def bench_digest_hostile(reps: int, workdir: Path) -> Result:
     from ito_training_mcp.service import TrainingService
 
@@ -565,6 +587,9 @@ async def bench_digest_hostile(reps: int, workdir: Path) -> Result:
         if envelope.ok and per_input[name]["ratio"] > 5.0:  # what NFKC alone costs there (`_nfkc_alone_ms`)
             per_input[name]["nfkc_alone_ms"] = _nfkc_alone_ms(content)
             per_input[name]["nfkc_alone_ratio"] = ratio(per_input[name]["nfkc_alone_ms"], base_ms)
+            per_input[name]["without_scan_ms"] = _without_scan_ms(content)
+            per_input[name]["floor_ratio"] = ratio(per_input[name]["nfkc_alone_ms"]
+                                                   + per_input[name]["without_scan_ms"], base_ms)
     worst_name = max(per_input, key=lambda n: per_input[n]["ratio"])
     worst = per_input[worst_name]
     rows = [Row(f"worst: {worst_name}", worst["tool_ms"], worst["baseline_ms"], "ms", worst["ratio"], "<= 5x",
@@ -575,6 +600,11 @@ async def bench_digest_hostile(reps: int, workdir: Path) -> Result:
         floor = per_input[floor_name]
         rows.append(Row(f"NFKC alone of the strings of an accepted input above 5x, the faster of two: {floor_name}",
                         floor["nfkc_alone_ms"], floor["baseline_ms"], "ms", floor["nfkc_alone_ratio"], "report", None))
+        worst_floor = max(floors, key=lambda n: per_input[n]["floor_ratio"])
+        floor = per_input[worst_floor]
+        rows.append(Row(f"NFKC alone and the gate's other checks (no scan), an accepted input above 5x: {worst_floor}",
+                        floor["nfkc_alone_ms"] + floor["without_scan_ms"], floor["baseline_ms"], "ms",
+                        floor["floor_ratio"], "report", None))
     calm_name = max(per_input, key=lambda n: per_input[n]["min_ratio"])
     rows.append(Row(f"worst least-disturbed run: {calm_name}", per_input[calm_name]["min_ratio"], 1.0, "x",
                     per_input[calm_name]["min_ratio"], "report", None))

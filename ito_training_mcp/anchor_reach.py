@@ -16,17 +16,20 @@ list, each holding an anchor, splits it: for each such string, what follows its 
 occurrence there and the items after the head are what the match holds past that occurrence. Its
 length is the fewest characters that can take (the head's rest, then each item's least width), and
 the characters are those of the head's rest and of the items that can begin within that length. A
-group of alternatives at the head is taken alternative by alternative. A pattern this reading cannot
-split (a head without anchors that matches endless strings, as `://[^...]{1,LONG}@`) gives its
-anchors a length of 0: no occurrence of them is ever passed over. A test checks every reach against
-matches generated from the patterns.
+group of alternatives at the head is taken alternative by alternative. Where no head can be listed
+but the sequence spells an anchor itself, literal by literal, what follows that spelling is the
+reach (the host after the `@` of `user:password@host`). A pattern this reading cannot split (a head
+without anchors that matches endless strings, as `://[^...]{1,LONG}@`, whose match ends at its
+anchor) gives its anchors a length of 0: no occurrence of them is ever passed over. `reach_of` gives
+one rule's reach, `reaches` each anchor's over all its rules. A test checks every rule's reach
+against matches generated from its pattern.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
-from functools import cache
 from typing import Any, NamedTuple
 
 from . import secret_rules
@@ -158,14 +161,32 @@ def _strings(items: list[Any], fold: bool) -> list[str] | None:
 
 
 def _chars_within(items: list[Any], count: int, fold: bool) -> set[int]:
-    """The ASCII characters of `items` that may stand within their first `length` characters."""
+    """The ASCII characters that may stand within the first `count` characters of a match of `items`:
+    an item's own where it may begin before `count` (at the fewest characters the items before it
+    take), and inside a group or repeat only those that may stand there in turn."""
     found: set[int] = set()
     at = 0
-    for item in items:
+    for op, arg in items:
         if at >= count:
             break
-        found |= _chars([item], fold)
-        at += _width([item])
+        name = str(op)
+        if name == "BRANCH":
+            for branch in arg[1]:
+                found |= _chars_within(list(branch), count - at, fold)
+        elif name == "SUBPATTERN":
+            found |= _chars_within(list(arg[3]), count - at,
+                                   (fold or bool(arg[1] & _IGNORECASE)) and not arg[2] & _IGNORECASE)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            once = _width(list(arg[2]))
+            times = 0  # (the k-th time begins at k times the fewest characters of one, at least)
+            while times < arg[1] and at + times * once < count:
+                found |= _chars_within(list(arg[2]), count - at - times * once, fold)
+                if once == 0:
+                    break
+                times += 1
+        else:
+            found |= _chars([(op, arg)], fold)
+        at += _width([(op, arg)])
     return found
 
 
@@ -229,6 +250,9 @@ def _reaches_of(items: list[Any], anchors: tuple[str, ...], fold: bool) -> list[
                 made.append(Reach(frozenset(chars | _chars_within(rest, count - len(tail), fold)), count,
                                   frozenset(first)))
             return made
+    spelt = _after_spelt_anchor(items, wanted, fold)
+    if spelt is not None:
+        return [spelt]
     if items and str(items[0][0]) == "BRANCH":  # alternatives at the head: each on its own
         made = []
         for branch in items[0][1][1]:
@@ -246,17 +270,45 @@ def _reaches_of(items: list[Any], anchors: tuple[str, ...], fold: bool) -> list[
     return None
 
 
-@cache
+def _after_spelt_anchor(items: list[Any], wanted: list[str], fold: bool) -> Reach | None:
+    """The reach past an anchor that `items` spell themselves, one literal after another, wherever
+    they stand in the sequence (the last such; the `@` of `user:password@host`, after a run of any
+    length): every match holds it there, followed by a match of the items after it. None: no such."""
+    for start in range(len(items) - 1, -1, -1):
+        for anchor in wanted:
+            run = items[start:start + len(anchor)]
+            if len(run) == len(anchor) and all(
+                    str(op) == "LITERAL" and (chr(arg).lower() if fold else chr(arg)) == char
+                    for (op, arg), char in zip(run, anchor, strict=True)):
+                rest = items[start + len(anchor):]
+                count = _width(rest)
+                if count == 0:
+                    return Reach(frozenset(), 0)
+                return Reach(frozenset(_chars_within(rest, count, fold)), count, frozenset(_first(rest, fold)[0]))
+    return None
+
+
+@functools.cache
+def reach_of(rule: secret_rules.Rule) -> Reach:
+    """The reach past the anchors of one rule (see above): the least over the ways its matches go."""
+    found = _reaches_of(_parse(rule.pattern), rule.anchors, rule.fold)
+    return Reach(frozenset(), 0) if not found else functools.reduce(least, found)
+
+
+@functools.cache
 def reaches() -> dict[str, Reach]:
     """Every anchor's reach (see above), over all the rules it names."""
     out: dict[str, Reach] = {}
     for rule in secret_rules.RULES:
-        found = _reaches_of(_parse(rule.pattern), rule.anchors, rule.fold)
-        least = Reach(frozenset(), 0) if not found else Reach(
-            frozenset().union(*(r.chars for r in found)), min(r.length for r in found),
-            frozenset().union(*(r.first for r in found)))
+        own = reach_of(rule)
         for anchor in rule.anchors:
             had = out.get(anchor)
-            out[anchor] = least if had is None else Reach(had.chars | least.chars, min(had.length, least.length),
-                                                          had.first | least.first)
+            out[anchor] = own if had is None else least(had, own)
     return out
+
+
+def least(one: Reach, other: Reach) -> Reach:
+    """What two reaches of one anchor both promise (none where either is of nothing)."""
+    if not one.length or not other.length:
+        return Reach(frozenset(), 0)
+    return Reach(one.chars | other.chars, min(one.length, other.length), one.first | other.first)

@@ -4,6 +4,7 @@ JSON value those of `secret_rules.VALUE_STOPS` (`value_tail`)."""
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from functools import cache
 
@@ -109,22 +110,40 @@ def searched_reach(anchor: str) -> Reach | None:
 
 
 @cache
+def host_reach() -> Reach:
+    """The reach `after_colon` follows past an `@` that stands after `:` and a run but after no `:/`:
+    that of the rules anchored by `@` whose matches need no `:/` before it (`user:password@host`, whose
+    host stands after it: "localhost", or a name and then `.` or `:`, three characters at least). The
+    others (a URL's userinfo) begin with `://`. Its own characters, not a group's: it is a tail of its
+    own, after a rare head."""
+    from .anchor_reach import least, reach_of
+
+    reach = functools.reduce(least, [reach_of(rule) for rule in secret_rules.RULES
+                                     if "@" in rule.anchors and not rule.pattern.startswith("://")])
+    return Reach(reach.chars & _PRINTABLE, min(reach.length, MOST_REACH), reach.first & _PRINTABLE)
+
+
 def cut_tail(anchor: str) -> str | None:
     """RE2's pattern of what must follow `anchor` (in JSON text without escapes, right after its last
-    letter) for an occurrence to be a place by its reach (`searched_reach`): within its first `length`
-    characters, every ASCII one before the first that is not ASCII is one of the reach's characters
-    (the first of them one of those that may stand first). An occurrence followed by up to
-    `length - 1` of them and then another ASCII character (a stop: `"` ends the string) is in no
-    match of a rule it anchors. Why the text a reader
-    sees holds the same characters there: they are ASCII, each followed by another ASCII one, so NFKC
-    leaves them as they are and composes none of them with what follows (an ASCII character is never
-    the second of a pair that composes), and the cleaning removes none (NUL is not in JSON text). A
-    stop that may begin a pair that composes (a letter, `<`, `=`, `>`) counts only when an ASCII
-    character other than NUL follows it. None: the anchor names no rule (a key-name stem alone); ""
-    for a reach of nothing (every occurrence is a place)."""
+    letter) for an occurrence to be a place by its reach (`searched_reach`; see `reach_tail`). None:
+    the anchor names no rule (a key-name stem alone); "" for a reach of nothing (every occurrence is
+    a place)."""
     reach = searched_reach(anchor)
-    if reach is None:
-        return None
+    return None if reach is None else reach_tail(reach)
+
+
+@cache
+def reach_tail(reach: Reach) -> str:
+    """RE2's pattern of what must follow an anchor's occurrence (in JSON text without escapes, right
+    after its last letter) for it to be a place by `reach`: within its first `length` characters,
+    every ASCII one before the first that is not ASCII is one of the reach's characters (the first of
+    them one of those that may stand first). An occurrence followed by up to `length - 1` of them and
+    then another ASCII character (a stop: `"` ends the string) is in no match of a rule it anchors.
+    Why the text a reader sees holds the same characters there: they are ASCII, each followed by
+    another ASCII one, so NFKC leaves them as they are and composes none of them with what follows (an
+    ASCII character is never the second of a pair that composes), and the cleaning removes none (NUL
+    is not in JSON text). A stop that may begin a pair that composes (a letter, `<`, `=`, `>`) counts
+    only when an ASCII character other than NUL follows it. "" for a reach of nothing."""
     if reach.length == 0:
         return ""
 
@@ -254,7 +273,8 @@ def after_colon(anchors: dict[str, str], gap: str) -> list[str]:
     they anchor want them: after `:` and `/` (the `://` of a URL, with its userinfo `@` or its
     query's `?`, `&` and `;`), then anything but a quote (the rest of the string, in JSON text without
     escapes); and `@` also after `:` and a run of at least three characters none of which is a blank,
-    `/`, `@`, `:` or a quote (`user:password@host`), or of any length holding one that is not ASCII.
+    `/`, `@`, `:` or a quote (`user:password@host`), or of any length holding one that is not ASCII,
+    and then the host's reach (`host_reach`, as `reach_tail` follows it): "x:yyy@z," is no place.
 
     Why a text in any form holds these where a reader's view does: NFKC makes `:` and `/` of no other
     characters (it composes no ASCII character) and the cleaning removes none, so the view's `:`
@@ -272,5 +292,5 @@ def after_colon(anchors: dict[str, str], gap: str) -> list[str]:
         # (a character whose NFKD goes on after its `:`, U+2A74, begins the run itself: any length then)
         further = _holding(":", last=False)
         made.append(f"(?:{_holding(':', last=True)}(?:{run}{{3,}}|{run}*[^\\x01-\\x7f]{run}*)"
-                    + (f"|{further}{run}*" if further else "") + f"){anchors['@']}")
+                    + (f"|{further}{run}*" if further else "") + f"){anchors['@']}{reach_tail(host_reach())}")
     return made

@@ -166,10 +166,10 @@ VALUE_STOPS: frozenset[str] = frozenset({"token", *UNSPACED_CREDENTIAL_WORDS})
 
 # Anchors that a `:` comes before, in the same string, in every match of every rule they anchor: the
 # `://` of a URL before its userinfo `@` or its query's `?`, `&` and `;`; a user's `:` and three
-# characters or more (a password) before `@`. The look at a JSON text takes an occurrence of one for a
-# place only where its string holds these before it (decomposed_anchors._after_colon), so that a
-# mebibyte of labels saying "a@b", "x:y@z" or "why?" is not a mebibyte of places. A test checks this
-# against matches generated from the rules.
+# characters or more (a password) before `@`, and then a host. The look at a JSON text takes an
+# occurrence of one for a place only where its string holds these around it (anchor_tails.after_colon),
+# so that a mebibyte of labels saying "a@b", "x:y@z", "x:yyy@z," or "why?" is not a mebibyte of places.
+# A test checks this against matches generated from the rules.
 AFTER_COLON: frozenset[str] = frozenset({"@", "?", "&", ";"})
 
 # Credential words as they appear in running text before `:` or `=`, one rule per group so that each

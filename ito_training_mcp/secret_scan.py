@@ -154,11 +154,12 @@ def _locate_distinct(engine: Engine, values: list[str], memo: _Memo, budget: _Bu
     often repeat one list of labels, and the walk normalises and searches what it is given. Equal
     strings have equal kinds, so each finding goes to every string equal to the one found, in document
     order, up to MAX_FINDINGS: the first of them are all strings the walk of the distinct ones reached
-    (it takes them in the order each first occurs, and stops at as many with findings)."""
+    (it takes them in the order each first occurs, and stops at as many with findings). A slice at a
+    time (`_locate_in_slices`), as a bounded walk."""
     distinct = list(dict.fromkeys(values))
     if 2 * len(distinct) > len(values):  # few repeats: walked as they are
-        return _locate(engine, values, False, memo, budget, None, runs_checked, invisible_free=invisible_free)
-    found = _locate(engine, distinct, False, memo, budget, None, runs_checked, invisible_free=invisible_free)
+        return _locate_in_slices(engine, values, memo, budget, None, runs_checked, invisible_free)
+    found = _locate_in_slices(engine, distinct, memo, budget, None, runs_checked, invisible_free)
     if not found:
         return found
     kinds_of = {distinct[index]: kinds for index, kinds in found.items()}
@@ -287,22 +288,25 @@ LAST_SLICE = 1 << 17  # each next slice holds twice as many, up to this many
 
 def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Budget, longest: int | None,
                       runs_checked: bool, invisible_free: bool = False) -> dict[int, set[str]]:
-    """`_locate` of the values in a bounded scan, a slice of them at a time, in order: each made ready
-    (normalised, cleaned) only when the walk reaches it. A bounded walk ends early, once it has
-    MAX_FINDINGS strings to report or its budget is spent, and the strings after that were never
-    looked at, but NFKC of text not in that form costs ten passes over it and more: 600 strings of
-    full-width anchors took 7 ms to normalise, of which the walk used the first eighty. Each slice is
+    """`_locate` of the values, a slice of them at a time, in order: each made ready (normalised,
+    cleaned) only when the walk reaches it. A walk ends early, once it has MAX_FINDINGS strings to
+    report (or, bounded, its budget is spent), and the strings after that were never looked at, but
+    NFKC of text not in that form costs ten passes over it and more: 600 strings of full-width
+    anchors took 7 ms to normalise, of which the walk used the first eighty; a full walk of labels
+    with a credential in each normalised all of them (a refusal at 9x the parse, 5x so). Each slice is
     charged a pass over what it became (NFKC can make one character eighteen: U+FDFA); once the
     budget is spent, the strings of the slices left that could hold a finding are reported
     unexamined without being made ready (`_unexamined_where_placed`). ASCII text costs nothing to
     make ready, and goes in one piece; so do a single string and a list holding NUL (the separator).
     A slice ends with the string that holds its last character. `invisible_free`: the caller knows
-    that no string holds an invisible character (spared a search of the slices left)."""
+    that no string holds an invisible character (spared a search for them, in each slice and in the
+    slices left)."""
     if len(texts) < 2:
-        return _locate(engine, texts, False, memo, budget, longest, runs_checked)
+        return _locate(engine, texts, False, memo, budget, longest, runs_checked, invisible_free=invisible_free)
     joined = "\x00".join(texts)
     if joined.isascii() or len(joined) <= FIRST_SLICE or joined.count("\x00") != len(texts) - 1:
-        return _locate(engine, texts, False, memo, budget, longest, runs_checked, all_text=joined)
+        return _locate(engine, texts, False, memo, budget, longest, runs_checked, all_text=joined,
+                       invisible_free=invisible_free)
     found: dict[int, set[str]] = {}
     progress = _Progress()
     places = decomposed_anchors.any_form_search() if engine.searches_bytes else None
@@ -317,7 +321,7 @@ def _locate_in_slices(engine: Engine, texts: list[str], memo: _Memo, budget: _Bu
         else:
             progress.after = max(len(joined) - end - 1, 0) if end >= 0 else 0
             part = _locate(engine, texts[start:stop], False, memo, budget, longest, runs_checked,
-                           MAX_FINDINGS - len(found), progress)
+                           MAX_FINDINGS - len(found), progress, invisible_free=invisible_free)
             found.update((start + index, kinds) for index, kinds in part.items())
             budget.spend(progress.made)  # the slice made ready and searched: a pass over what it became
         start, at, size = stop, end + 1, min(2 * size, LAST_SLICE)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,9 +26,8 @@ def _holds_its_reach(rule: secret_rules.Rule, match: str) -> bool:
     """Does `match` (all of it a match of `rule`) hold an occurrence of one of the rule's anchors
     followed, inside it, by at least the anchor's length of characters, none of them an ASCII one
     outside the anchor's characters, the first none outside those that may stand first?"""
-    reaches = anchor_reach.reaches()
+    reach = anchor_reach.reach_of(rule)  # (each anchor's, over all its rules, promises less)
     for anchor in rule.anchors:
-        reach = reaches[anchor]
         flags = re.IGNORECASE if rule.fold else 0
         for found in re.finditer(re.escape(anchor), match, flags):
             after = match[found.end():found.end() + reach.length]
@@ -83,8 +83,12 @@ def test_an_anchor_after_a_colon_is_a_place_only_after_one() -> None:
         for colon in (":", "\uff1a", "\u2a74", "\ufe55"):
             for slash in ("/", "\uff0f", "\u200b/"):
                 assert _found(search, '["\u0483\u05b0 x' + colon + slash + text + '"]'), ascii(colon + text)
-    for text, place in (("x:y@z", False), ("x:yyy@z", True), ("x:y\u0430@z", True), ("x: y z@q", False),
-                        ("x:y\u200b@z", True), ("x\uff1ayyy\uff20z", True), ("x:y/y@z", False)):
+    for text, place in (("x:y@z.c", False), ("x:yyy@z.c", True), ("x:y\u0430@z.c", True), ("x: y z@q.c", False),
+                        ("x:y\u200b@z.c", True), ("x\uff1ayyy\uff20z.c", True), ("x:y/y@z.c", False),
+                        # the host: "localhost", or a name and then `.` or `:`, three characters at least
+                        ("x:yyy@z", False), ("x:yyy@z,", False), ("x:yyy@z.", False), ("x:yyy@zz.", True), ("x:yyy@z:1", True),
+                        ("x:yyy@zz,", False), ("x:yyy@.zz", False), ("x:yyy@\uff5a,", True), ("x:yyy@z\u0301,", True),
+                        ("x:yyy@localhost", True), ("x:yyy@z=\u0338", True), ("x:yyy@z=,", False), ("x:/y@z,", True)):
         assert _found(search, '["\u0483\u05b0 ' + text + '"]') is place, ascii(text)
 
 
@@ -106,6 +110,12 @@ def test_the_reaches_read_off_the_patterns() -> None:
     assert ord("o") not in reaches["auth"].first and ord("a") not in reaches["api"].first
     assert ord("a") in reaches["secret"].first  # ("secret_access_key", "secretaccesskey")
     assert reaches["@"].length == 0 and reaches["?"].length == 0  # (a match may end at or near them)
+    # ... but not `user:password@host`'s: the host after it ("a.b", "a:1", "localhost")
+    (user,) = [rule for rule in secret_rules.RULES if rule.kind == "userinfo_without_scheme"]
+    host = anchor_reach.reach_of(user)
+    assert host.length == 3 and host.chars == {ord(c) for c in string.ascii_letters + string.digits + "-.:"}
+    assert host.first == {ord(c) for c in string.ascii_letters + string.digits + "-"}
+    assert anchor_tails.host_reach() == host
     assert "key" not in reaches and "url" not in reaches  # (stems of key names only)
     assert set(reaches) == {anchor for rule in secret_rules.RULES for anchor in rule.anchors}
 
@@ -192,7 +202,7 @@ def test_the_scanner_finds_the_same_with_the_reach_as_the_walk(entries: list[tup
     assert secret_scan.scan(document, source=source) == secret_scan.scan(document), source
 
 
-@pytest.mark.parametrize("word", ["token: ab,", "ghp_ab,", "password: ab,", "monkey "])
+@pytest.mark.parametrize("word", ["token: ab,", "ghp_ab,", "password: ab,", "monkey ", "x:yyy@z,"])
 def test_labels_of_anchors_cut_short_are_settled_without_the_walk(word: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Labels like the benchmark's (an anchor cut short every forty characters among letters with marks
     out of order): the look settles them, and the same labels with a credential in full-width
@@ -210,7 +220,7 @@ def test_labels_of_anchors_cut_short_are_settled_without_the_walk(word: str, mon
 
 
 COLON_PIECES = [":", "/", "\uff1a", "\uff0f", "\u2a74", "@", "\uff20", "?", "&", ";", "a", "yy", " ", "\u0430", "\u200b",
-                "x", "'", "\u0301", "\u2100"]
+                "x", "'", "\u0301", "\u2100", ".", ",", "1", "=", "\u0338", "-", "\uff0e", "localhost"]
 
 
 @settings(max_examples=3000, deadline=None, derandomize=True, database=None,

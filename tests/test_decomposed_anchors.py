@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ito_training_mcp import (
+    anchor_reach,
     anchor_tails,
     byte_facts,
     decomposed_anchors,
@@ -72,8 +73,11 @@ def reach_dead(anchor: str, shown: str, end: int) -> bool:
     character other than the reach's own, or the string's end, within its `count` characters, with
     no other character before it? (A key-name stem that anchors no rule: always.)"""
     reach = anchor_tails.searched_reach(anchor)
-    if reach is None:
-        return True
+    return True if reach is None else dead_by(reach, shown, end)
+
+
+def dead_by(reach: anchor_reach.Reach, shown: str, end: int) -> bool:
+    """`reach_dead` for a given reach."""
     for i in range(reach.length):
         if end + i >= len(shown):
             return True
@@ -88,11 +92,12 @@ def reach_dead(anchor: str, shown: str, end: int) -> bool:
 def after_colon(anchor: str, shown: str, start: int) -> bool:
     """Is an occurrence of an anchor of `secret_rules.AFTER_COLON` starting at `start` in a reader's
     view of a string where its rules want it: after `:/` (a URL), or for `@` also right after `:` and
-    three characters or more none of which is a blank, `/`, `@`, `:` or a quote (always true for any
-    other anchor)?"""
+    three characters or more none of which is a blank, `/`, `@`, `:` or a quote, and before what a
+    host's reach does not rule out (always true for any other anchor)?"""
     before = shown[:start]
     return anchor not in secret_rules.AFTER_COLON or ":/" in before or (
-        anchor == "@" and re.search(":[^ \t\r\n/@:\"'\x00]{3,}$", before) is not None)
+        anchor == "@" and re.search(":[^ \t\r\n/@:\"'\x00]{3,}$", before) is not None
+        and not dead_by(anchor_tails.host_reach(), shown, start + 1))
 
 
 def holds_in_key(text: str) -> bool:

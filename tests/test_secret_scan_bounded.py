@@ -400,3 +400,42 @@ def test_a_bounded_walk_in_slices_finds_what_the_full_scan_finds_or_says_unexami
     if len(bounded) < secret_scan.MAX_FINDINGS:
         reported = {f.pointer for f in bounded}
         assert {f.pointer for f in full} <= reported
+
+
+def test_a_full_walk_normalises_only_the_slices_it_reaches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full scan (a manifest the schema accepts) walks its strings a slice at a time too: once it
+    has MAX_FINDINGS strings to report, the slices after them are never normalised (3,000 labels in
+    Cyrillic with marks out of canonical order, which NFKC reorders, a credential in each of the first
+    thirty: the walk used to normalise all of them, a refusal at 9x the parse). The answer is the
+    one the walk gives in one piece."""
+    secret = next(e.text for e in SECRETS if e.kind == "github_token")
+    notes = [f"\u043c\u0430\u0483\u05b0\u0442 {i} " * 4 + (secret if i < 30 else "eval suite") for i in range(3000)]
+    document = {"notes": notes}
+    text = json.dumps(document, ensure_ascii=False)
+    counted = _nfkc_counted(monkeypatch)
+    sliced = secret_scan.scan(document, source=text)
+    total = sum(map(len, notes))
+    assert {f.pointer for f in sliced} == {f"/notes/{i}" for i in range(secret_scan.MAX_FINDINGS)}
+    assert 0 < sum(counted) < total // 4
+    monkeypatch.setattr(secret_scan, "FIRST_SLICE", 1 << 30)  # in one piece
+    counted.clear()
+    assert secret_scan.scan(document, source=text) == sliced
+    assert sum(counted) >= total
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.lists(slice_strings, min_size=1, max_size=4).map(" ".join), min_size=2, max_size=150),
+       st.sampled_from([64, 512]), st.booleans())
+def test_a_full_walk_in_slices_finds_what_it_finds_in_one_piece(strings: list[str], first_slice: int,
+                                                                 repeated: bool) -> None:
+    """Slices made small: the full scan names the same strings with the same kinds as when it takes
+    its strings in one piece (each distinct string once, where most repeat)."""
+    document = {"notes": strings * 3 if repeated else strings}
+    text = json.dumps(document, ensure_ascii=False)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(secret_scan, "FIRST_SLICE", 1 << 30)
+        whole = secret_scan.scan(document, source=text)
+        monkeypatch.setattr(secret_scan, "FIRST_SLICE", first_slice)
+        monkeypatch.setattr(secret_scan, "LAST_SLICE", max(first_slice, 2048))
+        assert secret_scan.scan(document, source=text) == whole
