@@ -154,12 +154,21 @@ def _locate_distinct(engine: Engine, values: list[str], memo: _Memo, budget: _Bu
     often repeat one list of labels, and the walk normalises and searches what it is given. Equal
     strings have equal kinds, so each finding goes to every string equal to the one found, in document
     order, up to MAX_FINDINGS: the first of them are all strings the walk of the distinct ones reached
-    (it takes them in the order each first occurs, and stops at as many with findings). A slice at a
-    time (`_locate_in_slices`), as a bounded walk."""
+    (it takes them in the order each first occurs, and stops at as many with findings).
+
+    A slice at a time (`_locate_in_slices`), as a bounded walk, where no string can be reported
+    before the walk reaches it: `runs_checked` and `invisible_free`. Otherwise in one piece, where the
+    strings with too long a run of marks or with invisible characters are reported first, those of
+    the whole list (an attacker review: taken a slice at a time, credentials came first instead)."""
+    def walk(texts: list[str]) -> dict[int, set[str]]:
+        if runs_checked and invisible_free:
+            return _locate_in_slices(engine, texts, memo, budget, None, runs_checked, invisible_free)
+        return _locate(engine, texts, False, memo, budget, None, runs_checked, invisible_free=invisible_free)
+
     distinct = list(dict.fromkeys(values))
     if 2 * len(distinct) > len(values):  # few repeats: walked as they are
-        return _locate_in_slices(engine, values, memo, budget, None, runs_checked, invisible_free)
-    found = _locate_in_slices(engine, distinct, memo, budget, None, runs_checked, invisible_free)
+        return walk(values)
+    found = walk(distinct)
     if not found:
         return found
     kinds_of = {distinct[index]: kinds for index, kinds in found.items()}

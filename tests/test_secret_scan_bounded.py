@@ -412,30 +412,65 @@ def test_a_full_walk_normalises_only_the_slices_it_reaches(monkeypatch: pytest.M
     notes = [f"\u043c\u0430\u0483\u05b0\u0442 {i} " * 4 + (secret if i < 30 else "eval suite") for i in range(3000)]
     document = {"notes": notes}
     text = json.dumps(document, ensure_ascii=False)
+    assert not _holds_invisible(text)  # (as the manifest gate tells the scan: `source_invisible_free`)
     counted = _nfkc_counted(monkeypatch)
-    sliced = secret_scan.scan(document, source=text)
+    sliced = secret_scan.scan(document, source=text, source_invisible_free=True)
     total = sum(map(len, notes))
     assert {f.pointer for f in sliced} == {f"/notes/{i}" for i in range(secret_scan.MAX_FINDINGS)}
     assert 0 < sum(counted) < total // 4
     monkeypatch.setattr(secret_scan, "FIRST_SLICE", 1 << 30)  # in one piece
     counted.clear()
-    assert secret_scan.scan(document, source=text) == sliced
+    assert secret_scan.scan(document, source=text, source_invisible_free=True) == sliced
     assert sum(counted) >= total
+
+
+def _holds_invisible(text: str) -> bool:
+    from ito_training_mcp.secret_rules import INVISIBLE_RANGES
+
+    return any(low <= ord(char) <= high for char in text for low, high in INVISIBLE_RANGES)
+
+
+# Strings the walk reports before it reaches them, those of the whole list at once: more kinds of
+# invisible character than it cleans, and a run of combining marks too long to normalise.
+_MANY_KINDS = "".join(map(chr, [0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0xAD, 0x34F, 0x180E, 0xFE0F, 0x2061, 0x2062,
+                                0x2063, 0x2064, 0x61C]))
+HIDDEN_STRINGS = [f"ab{_MANY_KINDS}cd", "x" + "\u0301" * 40]
+
+
+def test_a_full_walk_reports_hidden_strings_as_in_one_piece() -> None:
+    """From an attacker review of this round: thirty credentials and then strings with too many kinds
+    of invisible character (or too long a run of marks) that the walk reports first, those of the
+    whole list. Taken a slice at a time, the credentials came first: the full scan of such a list
+    goes in one piece, with or without the text, and names what it named before."""
+    for hidden in HIDDEN_STRINGS:
+        for count in (30, 400):
+            document = {"v": [f"\u00e9 password: Hunt3r{i:04d}xq" for i in range(count)]
+                        + [f"{hidden}{i}" for i in range(20)]}
+            text = json.dumps(document, ensure_ascii=False)
+            for source in (None, text):
+                found = secret_scan.scan(document, source=source)
+                assert {f.kind for f in found} == {HIDDEN}, (count, ascii(hidden))
+                assert {f.pointer for f in found} == {f"/v/{count + i}" for i in range(20)}
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(st.lists(slice_strings, min_size=1, max_size=4).map(" ".join), min_size=2, max_size=150),
+@given(st.lists(st.lists(st.one_of(slice_strings, st.sampled_from(HIDDEN_STRINGS)), min_size=1, max_size=4)
+                .map(" ".join), min_size=2, max_size=150),
        st.sampled_from([64, 512]), st.booleans())
 def test_a_full_walk_in_slices_finds_what_it_finds_in_one_piece(strings: list[str], first_slice: int,
                                                                  repeated: bool) -> None:
     """Slices made small: the full scan names the same strings with the same kinds as when it takes
-    its strings in one piece (each distinct string once, where most repeat)."""
+    its strings in one piece (each distinct string once, where most repeat), strings it reports
+    before it reaches them among them; told that the text holds no invisible character where that
+    is so, as the manifest gate tells it."""
     document = {"notes": strings * 3 if repeated else strings}
     text = json.dumps(document, ensure_ascii=False)
+    clean = not _holds_invisible(text)
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(secret_scan, "FIRST_SLICE", 1 << 30)
-        whole = secret_scan.scan(document, source=text)
+        whole = secret_scan.scan(document, source=text, source_invisible_free=clean)
         monkeypatch.setattr(secret_scan, "FIRST_SLICE", first_slice)
         monkeypatch.setattr(secret_scan, "LAST_SLICE", max(first_slice, 2048))
-        assert secret_scan.scan(document, source=text) == whole
+        assert secret_scan.scan(document, source=text, source_invisible_free=clean) == whole
+        assert secret_scan.scan(document) == whole
