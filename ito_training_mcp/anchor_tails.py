@@ -4,9 +4,8 @@ JSON value those of `secret_rules.VALUE_STOPS` (`value_tail`)."""
 
 from __future__ import annotations
 
-import functools
 import unicodedata
-from functools import cache
+from functools import cache, reduce
 
 from . import secret_rules
 from .anchor_reach import Reach
@@ -118,8 +117,8 @@ def host_reach() -> Reach:
     own, after a rare head."""
     from .anchor_reach import least, reach_of
 
-    reach = functools.reduce(least, [reach_of(rule) for rule in secret_rules.RULES
-                                     if "@" in rule.anchors and not rule.pattern.startswith("://")])
+    reach = reduce(least, [reach_of(rule) for rule in secret_rules.RULES
+                          if "@" in rule.anchors and not rule.pattern.startswith("://")])
     return Reach(reach.chars & _PRINTABLE, min(reach.length, MOST_REACH), reach.first & _PRINTABLE)
 
 
