@@ -165,10 +165,12 @@ def _strict(strict_json: Any, content: bytes) -> Any:
 def stage_breakdown(path: str, reps: int) -> dict[str, float]:
     """Where the time goes, stage by stage (median ms), in the order of the gate, with plain
     `json.loads` beside strict JSON. Stages that an older tree lacks are measured its way."""
-    from ito_training_mcp import manifest, secret_scan, strict_json
-    from ito_training_mcp.egress import clean_envelope
+    from ito_training_mcp import secret_scan
+    from ito_training_mcp.egress.clean import clean_envelope
     from ito_training_mcp.envelope import success
-    from ito_training_mcp.safe_read import read_regular_file
+    from ito_training_mcp.files import read_regular_file
+    from ito_training_mcp.gates.manifest import schema as manifest
+    from ito_training_mcp.gates.manifest import strict_json
 
     file = read_regular_file(path, max_bytes=2 * MIB, roots=None)
     content = file.content
@@ -176,18 +178,18 @@ def stage_breakdown(path: str, reps: int) -> dict[str, float]:
     validate = getattr(manifest, "_validate", None) or (
         lambda doc: manifest.TrainingManifest.model_validate(doc, strict=True))
     try:
-        from ito_training_mcp.manifest_characters import may_hold_forbidden
+        from ito_training_mcp.gates.manifest.characters import may_hold_forbidden
     except ImportError:  # before: the pre-check ran on the decoded text
         def may_hold_forbidden(data: bytes) -> bool:
             text = data.decode("utf-8", "replace")
             return bool(manifest._FORBIDDEN_RAW.search(text) or manifest._FORBIDDEN_ESCAPE.search(text))
-    look_at_bytes = getattr(sys.modules.get("ito_training_mcp.manifest_characters"), "look_at_bytes", None)
+    look_at_bytes = getattr(sys.modules.get("ito_training_mcp.gates.manifest.characters"), "look_at_bytes", None)
     if "controls_possible" in (getattr(validate, "__kwdefaults__", None) or {}):  # the gate's own look at the bytes
         plain_validate, controls = validate, may_hold_forbidden(content)
         shown = {"all_shown": look_at_bytes(content).shown_as_is is True} if look_at_bytes is not None else {}
         validate = lambda doc: plain_validate(doc, controls_possible=controls, **shown)  # noqa: E731
     try:  # the gate after the read, as the service runs it
-        from ito_training_mcp.digest import digest_bytes
+        from ito_training_mcp.gates.manifest.digest import digest_bytes
     except ImportError:  # an older tree (to measure "before")
         digest_bytes = getattr(manifest, "digest_bytes", None)
     digested = digest_bytes(file) if digest_bytes is not None else \
@@ -558,7 +560,7 @@ def _without_scan_ms(content: bytes, reps: int = 3) -> float:
     least, however the scan decides."""
     from unittest import mock
 
-    from ito_training_mcp import manifest
+    from ito_training_mcp.gates.manifest import schema as manifest
 
     best = float("inf")
     with mock.patch.object(manifest.secret_scan, "scan", return_value=[]):

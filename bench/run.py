@@ -93,12 +93,12 @@ async def cold_start_once(args: list[str]) -> tuple[float, int]:
 
 
 LAZY_MODULES = (
-    "ito_training_mcp.backend_client", "ito_training_mcp.backend_models", "ito_training_mcp.reference_backend",
-    "ito_training_mcp.secret_scan", "ito_training_mcp.cli", "httpx",
+    "ito_training_mcp.backend.client", "ito_training_mcp.backend.models", "ito_training_mcp.reference_backend",
+    "ito_training_mcp.secret_scan", "ito_training_mcp.doors.cli.main", "httpx",
 )
 _PROBE = (
     "import json, sys\n"
-    "from ito_training_mcp.mcp_server import build_server\n"
+    "from ito_training_mcp.doors.mcp.server import build_server\n"
     "build_server()\n"
     "print(json.dumps(sorted(sys.modules)))\n"
 )
@@ -123,7 +123,7 @@ async def startup_imports() -> dict[str, Any]:
         "ito_training_mcp_self_ms": sum(own.values()) / 1000.0,
         "ito_training_mcp_top_self_ms": {k: v / 1000.0 for k, v in top},
         "mcp_cumulative_ms": cumulative.get("mcp", 0) / 1000.0,
-        "mcp_server_module_cumulative_ms": cumulative.get("ito_training_mcp.mcp_server", 0) / 1000.0,
+        "mcp_server_module_cumulative_ms": cumulative.get("ito_training_mcp.doors.mcp.server", 0) / 1000.0,
         "lazy_modules_loaded_at_start": [m for m in LAZY_MODULES if m in modules],
         "modules_at_start": len(modules),
     }

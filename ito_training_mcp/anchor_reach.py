@@ -32,7 +32,7 @@ import importlib
 import re
 from typing import Any, NamedTuple
 
-from . import secret_rules
+from ito_training_mcp import secret_rules
 
 _IGNORECASE = re.IGNORECASE.value
 _MOST_STRINGS = 4096  # strings a head may have before it counts as endless

@@ -7,9 +7,9 @@ from __future__ import annotations
 import unicodedata
 from functools import cache, reduce
 
-from . import secret_rules
-from .anchor_reach import Reach
-from .invisible import re2_class, runs
+from ito_training_mcp import secret_rules
+from ito_training_mcp.anchor_reach import Reach
+from ito_training_mcp.egress.invisible import re2_class, runs
 
 
 def stop_tail(anchor: str) -> str:
@@ -43,7 +43,7 @@ _VALUE_LETTER_BLOCKS = ((0x30, 0x7F), (0xC0, 0x24F), (0x370, 0x52F), (0x5D0, 0x5
 @cache
 def value_letters() -> tuple[tuple[int, int], ...]:
     """The letters and digits of `value_tail`, as (low, high) runs (~20 ms, once)."""
-    from .composing import COMPOSING
+    from ito_training_mcp.composing import COMPOSING
 
     invisible = {code for low, high in secret_rules.INVISIBLE_RANGES for code in range(low, high + 1)}
     composing = {code for low, high in COMPOSING for code in range(low, high + 1)}
@@ -97,7 +97,7 @@ _MOST_FIRST = 16
 
 def searched_reach(anchor: str) -> Reach | None:
     """The reach `cut_tail` follows past `anchor` (None: it names no rule)."""
-    from .anchor_reach import reaches
+    from ito_training_mcp.anchor_reach import reaches
 
     reach = reaches().get(anchor)
     if reach is None or reach.length == 0:
@@ -115,7 +115,7 @@ def host_reach() -> Reach:
     host stands after it: "localhost", or a name and then `.` or `:`, three characters at least). The
     others (a URL's userinfo) begin with `://`. Its own characters, not a group's: it is a tail of its
     own, after a rare head."""
-    from .anchor_reach import least, reach_of
+    from ito_training_mcp.anchor_reach import least, reach_of
 
     reach = reduce(least, [reach_of(rule) for rule in secret_rules.RULES
                           if "@" in rule.anchors and not rule.pattern.startswith("://")])

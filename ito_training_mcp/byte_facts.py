@@ -31,7 +31,7 @@ from functools import cache
 from itertools import compress
 from typing import Any, NamedTuple
 
-from .invisible import re2_class, runs
+from ito_training_mcp.egress.invisible import re2_class, runs
 
 
 class ByteFacts(NamedTuple):
@@ -101,8 +101,8 @@ def normal_form_patterns() -> tuple[str, str]:
     """The patterns of "could be other than in NFKC" and "... NFKD", from this Python's `unicodedata`
     (~40 ms, once): the characters that form changes alone, or (NFKC) that may compose; or a
     non-starter right after one of a higher combining class."""
-    from .decomposed_anchors import COMPOSING
-    from .text_normal import last_plane_with_non_starters
+    from ito_training_mcp.decomposed_anchors import COMPOSING
+    from ito_training_mcp.text_normal import last_plane_with_non_starters
 
     nfkd_changes = list(nfkd_changed())
     nfkc_changes = list(nfkc_changed())
@@ -124,10 +124,10 @@ def normal_form_patterns() -> tuple[str, str]:
 def _set_search() -> Any:
     """Compiled at first use (~100 ms with the tables of `not_shown_ranges` and
     `normal_form_patterns`, once)."""
-    from .decomposed_anchors import COMPOSING
-    from .invisible import not_shown_ranges
-    from .manifest_characters import forbidden_raw_ranges
-    from .secret_engine import default_engine
+    from ito_training_mcp.decomposed_anchors import COMPOSING
+    from ito_training_mcp.egress.invisible import not_shown_ranges
+    from ito_training_mcp.gates.manifest.characters import forbidden_raw_ranges
+    from ito_training_mcp.secret_engine import default_engine
 
     anchors = getattr(default_engine(), "anchor_pattern", None)
     if anchors is None:  # the Python engine: RE2 is not installed
@@ -138,7 +138,7 @@ def _set_search() -> Any:
     options.never_capture = True
     options.max_mem = 64 << 20
     search = re2.Set.SearchSet(options)
-    from .text_normal import combining_run_pattern
+    from ito_training_mcp.text_normal import combining_run_pattern
 
     nfkc, nfkd = normal_form_patterns()
     for index, pattern in ((_NOT_SHOWN, re2_class(not_shown_ranges())), (_COMPOSING, re2_class(COMPOSING)),

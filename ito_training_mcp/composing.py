@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from .invisible import re2_class, utf8_starts
+from ito_training_mcp.egress.invisible import re2_class, utf8_starts
 
 # The characters that may compose with the one before them (NFKC's quick check says "maybe" for
 # them): the second of each canonical pair that composes, and the Hangul vowel and final jamo. A text

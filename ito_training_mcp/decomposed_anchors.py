@@ -37,21 +37,21 @@ from collections.abc import Callable
 from functools import cache
 from typing import NamedTuple
 
-from . import secret_rules, several_starters
-from .anchor_tails import KEY_REST as KEY_REST
-from .anchor_tails import after_colon as _after_colon
-from .anchor_tails import in_keys as _in_keys
-from .anchor_tails import stop_tail as stop_tail
-from .anchor_tails import value_letters as value_letters
-from .anchor_tails import value_tail as value_tail
-from .composing import COMPOSING as COMPOSING
-from .composing import composing_begun as composing_begun
-from .composing import holds_latin_marks as holds_latin_marks
-from .composing import marks as marks
-from .composing import may_compose as may_compose
-from .invisible import re2_class, runs, utf8_starts
-from .re2_searches import re2_place_search as re2_place_search
-from .re2_searches import re2_search as re2_search
+from ito_training_mcp import secret_rules, several_starters
+from ito_training_mcp.anchor_tails import KEY_REST as KEY_REST
+from ito_training_mcp.anchor_tails import after_colon as _after_colon
+from ito_training_mcp.anchor_tails import in_keys as _in_keys
+from ito_training_mcp.anchor_tails import stop_tail as stop_tail
+from ito_training_mcp.anchor_tails import value_letters as value_letters
+from ito_training_mcp.anchor_tails import value_tail as value_tail
+from ito_training_mcp.composing import COMPOSING as COMPOSING
+from ito_training_mcp.composing import composing_begun as composing_begun
+from ito_training_mcp.composing import holds_latin_marks as holds_latin_marks
+from ito_training_mcp.composing import marks as marks
+from ito_training_mcp.composing import may_compose as may_compose
+from ito_training_mcp.egress.invisible import re2_class, runs, utf8_starts
+from ito_training_mcp.re2_searches import re2_place_search as re2_place_search
+from ito_training_mcp.re2_searches import re2_search as re2_search
 
 # Letters that a case-insensitive search takes for a character that decomposes with marks: Python's
 # `re` matches "i" to U+0130 (İ, whose simple lowercase is "i"; its NFKD is I + U+0307), and the other
@@ -163,7 +163,7 @@ class _Starters(NamedTuple):
 @cache
 def _starters() -> _Starters:
     """Every character NFKD changes, by the starters of its NFKD (~30 ms, once)."""
-    from .byte_facts import nfkd_changed
+    from ito_training_mcp.byte_facts import nfkd_changed
 
     invisible = frozenset(code for low, high in secret_rules.INVISIBLE_RANGES for code in range(low, high + 1))
     by_starter: dict[int, list[int]] = {}
@@ -292,7 +292,7 @@ def crowded_string_search() -> Callable[[bytes, int], int] | None:
     """Where, at or after byte `pos`, UTF-8 JSON text without escapes next holds a string with more
     invisible characters than `text_normal.MAX_INVISIBLE_KINDS` (so possibly more kinds of them than
     it cleans; -1: none); None without RE2."""
-    from .text_normal import MAX_INVISIBLE_KINDS
+    from ito_training_mcp.text_normal import MAX_INVISIBLE_KINDS
 
     invisible = secret_rules.invisible_class(True, nul=False)
     # lazily: the match, and the search, end at the last one counted
@@ -322,7 +322,7 @@ def _pieces() -> _Pieces:
     """What the patterns of text in any form are made of (built once)."""
     import re2
 
-    from .text_normal import COMBINING_RUN_MAX
+    from ito_training_mcp.text_normal import COMBINING_RUN_MAX
 
     table = _starters()
     folded_starters = "".join(map(chr, table.by_starter))

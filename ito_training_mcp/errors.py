@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .envelope import CODES, Envelope, ErrorCode, Gate, refusal
+from ito_training_mcp.envelope import CODES, Envelope, ErrorCode, Gate, refusal
 
 
 class Refusal(Exception):

@@ -17,8 +17,8 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from . import secret_scan
-from .manifest_characters import BytesLook, look_at_bytes
+from ito_training_mcp import secret_scan
+from ito_training_mcp.gates.manifest.characters import BytesLook, look_at_bytes
 
 WAIT_S = 5.0  # bounded work that cannot hang (a few searches of a mebibyte at most): milliseconds
 # How long a thread holding the GIL keeps one that asks for it waiting, while a parse runs beside a

@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 from typing import overload
 
-from . import byte_facts, decomposed_anchors, icu_normal
-from .invisible import re2_class, runs
+from ito_training_mcp import byte_facts, decomposed_anchors, icu_normal
+from ito_training_mcp.egress.invisible import re2_class, runs
 
 WINDOW = 4096  # bytes from a notable character read together; doubled while NFKC changes nothing read
 MAX_WINDOW = 1 << 16

@@ -32,7 +32,7 @@ def key_token(key: str) -> str:
 
 @functools.lru_cache(maxsize=1024)  # a refusal's pointers name the schema's few keys over and over
 def _plain_key_token(key: str) -> str:
-    from .secret_scan import value_kinds  # lazy: keeps start-up light
+    from ito_training_mcp.secret_scan import value_kinds
 
     return MASK if value_kinds(key) else escape_token(key)
 

@@ -13,13 +13,13 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from . import decomposed_anchors
-from .byte_facts import ByteFacts
-from .nfkc import is_nfkc, nfkc, whole_nfkd
-from .scan_strings import Budget, separator
-from .secret_engine import Engine, default_engine
-from .text_kinds import MAX_SEGMENTS, Memo, kinds
-from .text_normal import few_invisible_kinds, long_combining_run, normalize
+from ito_training_mcp import decomposed_anchors
+from ito_training_mcp.byte_facts import ByteFacts
+from ito_training_mcp.nfkc import is_nfkc, nfkc, whole_nfkd
+from ito_training_mcp.scan_strings import Budget, separator
+from ito_training_mcp.secret_engine import Engine, default_engine
+from ito_training_mcp.text_kinds import MAX_SEGMENTS, Memo, kinds
+from ito_training_mcp.text_normal import few_invisible_kinds, long_combining_run, normalize
 
 _LOOK_NORMALISES = 1 << 16
 # The characters whose NFKD holds `"` or `\\` (a test checks them against unicodedata): a JSON text

@@ -10,10 +10,10 @@ import heapq
 from collections.abc import Iterator
 from typing import Any
 
-from . import decomposed_anchors
-from .nfkc import is_nfkc, nfkc
-from .secret_engine import Engine, default_engine
-from .text_normal import (
+from ito_training_mcp import decomposed_anchors
+from ito_training_mcp.nfkc import is_nfkc, nfkc
+from ito_training_mcp.secret_engine import Engine, default_engine
+from ito_training_mcp.text_normal import (
     long_combining_run,
     long_run_texts,
     nfkc_joined,

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from functools import cache, cached_property
 from typing import Any, Protocol
 
-from . import decomposed_anchors, secret_rules
-from .invisible import utf8_starts
-from .secret_rules import RULES, Rule
+from ito_training_mcp import decomposed_anchors, secret_rules
+from ito_training_mcp.egress.invisible import utf8_starts
+from ito_training_mcp.secret_rules import RULES, Rule
 
 # A rule whose match fails its `boundary` check more often than this in one text is settled by one
 # pass of a variant that checks the boundary itself (slower: it cannot jump from anchor to anchor).

@@ -31,36 +31,36 @@ from dataclasses import dataclass
 from itertools import compress, count, repeat
 from typing import Any
 
-from . import decomposed_anchors, pointers
-from .byte_facts import ByteFacts
-from .document_strings import DocumentStrings as DocumentStrings
-from .document_strings import Span as _Span
-from .raw_look import QUOTE_OR_ESCAPE_MAKERS as QUOTE_OR_ESCAPE_MAKERS
-from .raw_look import first_any_form_place as first_any_form_place
-from .raw_look import first_ascii_anchor as first_ascii_anchor
-from .raw_look import text_is_clean as _raw_text_is_clean
-from .scan_strings import BOUNDED_FLOOR as BOUNDED_FLOOR
-from .scan_strings import FREE_BELOW
-from .scan_strings import FREE_CLEANINGS as FREE_CLEANINGS
-from .scan_strings import HIDDEN as HIDDEN
-from .scan_strings import LONG_STRING as LONG_STRING
-from .scan_strings import MAX_FINDINGS as MAX_FINDINGS
-from .scan_strings import UNEXAMINED as UNEXAMINED
-from .scan_strings import Budget as _Budget
-from .scan_strings import joined_prepared as _joined_prepared
-from .scan_strings import separator as _separator
-from .secret_engine import Engine, default_engine
-from .secret_rules import RULES
-from .text_kinds import KEY_NAME as _KEY_NAME
-from .text_kinds import MAX_SEGMENTS as _MAX_SEGMENTS
-from .text_kinds import Memo as _Memo
-from .text_kinds import credential_key_name as credential_key_name
-from .text_kinds import key_kinds as _key_kinds
-from .text_kinds import kinds as _kinds
-from .text_kinds import value_kinds as value_kinds
-from .text_normal import MAX_INVISIBLE_KINDS as MAX_INVISIBLE_KINDS
-from .text_normal import long_combining_run, texts_found
-from .text_normal import normalize as normalize
+from ito_training_mcp import decomposed_anchors, pointers
+from ito_training_mcp.byte_facts import ByteFacts
+from ito_training_mcp.document_strings import DocumentStrings as DocumentStrings
+from ito_training_mcp.document_strings import Span as _Span
+from ito_training_mcp.raw_look import QUOTE_OR_ESCAPE_MAKERS as QUOTE_OR_ESCAPE_MAKERS
+from ito_training_mcp.raw_look import first_any_form_place as first_any_form_place
+from ito_training_mcp.raw_look import first_ascii_anchor as first_ascii_anchor
+from ito_training_mcp.raw_look import text_is_clean as _raw_text_is_clean
+from ito_training_mcp.scan_strings import BOUNDED_FLOOR as BOUNDED_FLOOR
+from ito_training_mcp.scan_strings import FREE_BELOW
+from ito_training_mcp.scan_strings import FREE_CLEANINGS as FREE_CLEANINGS
+from ito_training_mcp.scan_strings import HIDDEN as HIDDEN
+from ito_training_mcp.scan_strings import LONG_STRING as LONG_STRING
+from ito_training_mcp.scan_strings import MAX_FINDINGS as MAX_FINDINGS
+from ito_training_mcp.scan_strings import UNEXAMINED as UNEXAMINED
+from ito_training_mcp.scan_strings import Budget as _Budget
+from ito_training_mcp.scan_strings import joined_prepared as _joined_prepared
+from ito_training_mcp.scan_strings import separator as _separator
+from ito_training_mcp.secret_engine import Engine, default_engine
+from ito_training_mcp.secret_rules import RULES
+from ito_training_mcp.text_kinds import KEY_NAME as _KEY_NAME
+from ito_training_mcp.text_kinds import MAX_SEGMENTS as _MAX_SEGMENTS
+from ito_training_mcp.text_kinds import Memo as _Memo
+from ito_training_mcp.text_kinds import credential_key_name as credential_key_name
+from ito_training_mcp.text_kinds import key_kinds as _key_kinds
+from ito_training_mcp.text_kinds import kinds as _kinds
+from ito_training_mcp.text_kinds import value_kinds as value_kinds
+from ito_training_mcp.text_normal import MAX_INVISIBLE_KINDS as MAX_INVISIBLE_KINDS
+from ito_training_mcp.text_normal import long_combining_run, texts_found
+from ito_training_mcp.text_normal import normalize as normalize
 
 _POINTER_MAX = pointers.MAX_POINTER_CHARS
 BOUNDED_PASSES = 3  # the work a bounded scan may spend: this many passes over the document's text,

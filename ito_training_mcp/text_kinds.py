@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .scan_strings import HIDDEN, LONG_STRING, UNBOUNDED, UNEXAMINED, Budget
-from .secret_engine import Engine, default_engine
-from .secret_rules import RULES
-from .text_normal import normalize
+from ito_training_mcp.scan_strings import HIDDEN, LONG_STRING, UNBOUNDED, UNEXAMINED, Budget
+from ito_training_mcp.secret_engine import Engine, default_engine
+from ito_training_mcp.secret_rules import RULES
+from ito_training_mcp.text_normal import normalize
 
 KEY_NAME = "credential_key_name"  # the kind of a key that names a credential
 # Strings around anchors checked one by one before the rules run over the rest of the text at once.

@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterator
 from itertools import compress, count
 from typing import Any
 
-from . import decomposed_anchors
-from . import nfkc as nfkc_module
-from .nfkc import nfkc
-from .secret_engine import Engine, default_engine
-from .secret_rules import invisible_class
+from ito_training_mcp import decomposed_anchors
+from ito_training_mcp import nfkc as nfkc_module
+from ito_training_mcp.nfkc import nfkc
+from ito_training_mcp.secret_engine import Engine, default_engine
+from ito_training_mcp.secret_rules import invisible_class
 
 # A string with more distinct invisible characters than this is reported rather than cleaned: no
 # legitimate text needs so many (a few flags of subdivisions use about ten), and each costs a pass.

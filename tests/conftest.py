@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from ito_training_mcp.mcp_server import build_server
+from ito_training_mcp.doors.mcp.server import build_server
 from ito_training_mcp.service import TrainingService
 
 # every envelope a test produces matches its tool's outputSchema; one built wheel per session

@@ -48,9 +48,9 @@ from typing import Any
 import anyio
 import pytest
 
+from ito_training_mcp.doors.mcp.server import MANIFEST_SCHEMA_URI, SKILL_URI, skill_body, skill_file
 from ito_training_mcp.envelope import ErrorCode
-from ito_training_mcp.mcp_server import MANIFEST_SCHEMA_URI, SKILL_URI, skill_body, skill_file
-from ito_training_mcp.tool_specs import ALL_TOOLS, TOOLS_BY_NAME
+from ito_training_mcp.tools.specs import ALL_TOOLS, TOOLS_BY_NAME
 
 from .doc_shell import REPO, Fence, Unit, ellipsis_match, fences, markdown_files, shell_units
 

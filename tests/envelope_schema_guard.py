@@ -19,7 +19,7 @@ from jsonschema.protocols import Validator
 
 from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.service import TrainingService
-from ito_training_mcp.tool_specs import TOOLS_BY_NAME
+from ito_training_mcp.tools.specs import TOOLS_BY_NAME
 
 violations: list[str] = []
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
+from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 
 from .hostile_bombs import GIB, MIB, deflate_of, gzip_of, zeros_bomb
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import anyio
 
-from ito_training_mcp import backend_client
-from ito_training_mcp.backend_client import BackendClient, BackendRefusal, Exchange
-from ito_training_mcp.backend_models import Me
-from ito_training_mcp.config import BackendSettings
-from ito_training_mcp.credentials import Credential
+from ito_training_mcp.backend import client as backend_client
+from ito_training_mcp.backend.client import BackendClient, BackendRefusal, Exchange
+from ito_training_mcp.backend.credentials import Credential
+from ito_training_mcp.backend.models import Me
 from ito_training_mcp.envelope import Gate
+from ito_training_mcp.gates.config import BackendSettings
 from ito_training_mcp.service import TrainingService
 
 from .hostile_backend import (

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import decomposed_anchors, manifest, secret_rules, secret_scan
+from ito_training_mcp import decomposed_anchors, secret_rules, secret_scan
 from ito_training_mcp.errors import ManifestRefusal
+from ito_training_mcp.gates.manifest import schema as manifest
 from ito_training_mcp.secret_engine import PythonEngine, default_engine
 
 from .conftest import EXAMPLE_MANIFEST

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp import credentials
+from ito_training_mcp.backend import credentials
 from ito_training_mcp.service import TrainingService
 
 from .conftest import ClientFactory, World

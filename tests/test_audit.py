@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from ito_training_mcp.audit import MAX_LINE_BYTES
+from ito_training_mcp.egress.audit import MAX_LINE_BYTES
 from ito_training_mcp.service import TrainingService
 
 from .conftest import CANARY_GITHUB, CANARY_TOKEN, ClientFactory, World, WriteFile
@@ -199,7 +199,7 @@ async def test_the_trail_is_opened_off_the_event_loop(tmp_path: Path, manifest_p
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from ito_training_mcp.audit import AuditLog
+    from ito_training_mcp.egress.audit import AuditLog
 
     threads: list[int] = []
     real_open = AuditLog.open

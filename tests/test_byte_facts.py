@@ -96,7 +96,7 @@ def test_sure_means_the_text_is_in_that_form(text: str, form: str) -> None:
 def test_the_forbidden_question_is_the_character_rules_own_on_every_code_point() -> None:
     """Raw in a JSON text (C0 is only layout there): every forbidden character alone, and none of
     the others together."""
-    from ito_training_mcp import manifest_characters
+    from ito_training_mcp.gates.manifest import characters as manifest_characters
 
     forbidden = manifest_characters._forbidden_points()
     assert forbidden == {c for c in manifest_characters._code_points() if c >= 0x20}

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp import cli
-from ito_training_mcp.cli_next_steps import FLAGS, VERBS, for_cli, next_command, translate
-from ito_training_mcp.cli_render import render_human, render_json
+from ito_training_mcp.doors.cli import main as cli
+from ito_training_mcp.doors.cli.next_steps import FLAGS, VERBS, for_cli, next_command, translate
+from ito_training_mcp.doors.cli.render import render_human, render_json
 from ito_training_mcp.envelope import CODES, Envelope, ErrorCode, Gate, refusal, success
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.service import TrainingService, notices
-from ito_training_mcp.tool_specs import ALL_TOOLS
+from ito_training_mcp.tools.specs import ALL_TOOLS
 
 TOOL_NAMES = sorted(spec.name for spec in ALL_TOOLS)
 ARGUMENT_NAMES = sorted({name for spec in ALL_TOOLS for name in spec.argument_names})
@@ -141,7 +141,7 @@ def test_every_success_notice_names_cli_verbs_and_flags(name: str, notice: str) 
 
 def _core_next_steps() -> list[str]:
     """The next steps the core writes for a specific situation instead of the registry's."""
-    from ito_training_mcp.backend_client import BackendClient
+    from ito_training_mcp.backend.client import BackendClient
     from ito_training_mcp.service import base, lifecycle
 
     steps = []
@@ -347,7 +347,7 @@ FULL_ARGUMENTS: dict[str, Any] = {"run_id": "run_1", "idempotency_key": "k" * 16
 
 
 def test_every_code_has_a_sentence_for_the_person() -> None:
-    from ito_training_mcp.cli_person import BY_CODE
+    from ito_training_mcp.doors.cli.person import BY_CODE
 
     assert set(BY_CODE) == set(ErrorCode)
 
@@ -379,7 +379,7 @@ def test_every_refusal_sentence_reads_and_only_points_at_a_command_that_is_print
 
 @pytest.mark.parametrize(("name", "notice"), _success_notices(), ids=lambda v: v if len(v) < 40 else "")
 def test_every_success_sentence_reads_and_is_not_the_cores(name: str, notice: str) -> None:
-    from ito_training_mcp.cli_person import person_notice
+    from ito_training_mcp.doors.cli.person import person_notice
 
     envelope = success(dict(SAMPLE_DATA), notice=notice, live_api_contacted=True)
     said = person_notice("status", {}, envelope, None)
@@ -418,7 +418,7 @@ def test_a_placeholder_path_says_how_to_fill_it_in() -> None:
 
 
 def test_the_messages_address_the_person() -> None:
-    from ito_training_mcp.cli_person import person_message
+    from ito_training_mcp.doors.cli.person import person_message
 
     assert person_message("The manifest digest differs from the one the user confirmed.") == \
         "The manifest digest differs from the one you confirmed."

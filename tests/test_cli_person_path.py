@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp.cli import parse, run
+from ito_training_mcp.doors.cli.main import parse, run
 
 from .conftest import World
 

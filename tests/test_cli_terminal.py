@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp.cli_render import ProgressBar, display_width
+from ito_training_mcp.doors.cli.render import ProgressBar, display_width
 
 from .conftest import World
 
-ENTRY = [sys.executable, "-c", "from ito_training_mcp.cli import main; raise SystemExit(main())"]
+ENTRY = [sys.executable, "-c", "from ito_training_mcp.doors.cli.main import main; raise SystemExit(main())"]
 KEY = "terminal-test-key-0001"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ito_training_mcp.cli import run
+from ito_training_mcp.doors.cli.main import run
 
 from .conftest import World
 
@@ -81,7 +81,7 @@ def test_a_symlink_and_a_missing_file_say_so(world: World, token_file: Path, mon
 
 def test_the_core_refusal_itself(tmp_path: Path) -> None:
     """What every door gets from credentials.py: the mode, the fix and the path; never the content."""
-    from ito_training_mcp.credentials import resolve_credential
+    from ito_training_mcp.backend.credentials import resolve_credential
     from ito_training_mcp.errors import Refusal
 
     home = tmp_path / "private"

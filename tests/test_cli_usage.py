@@ -10,7 +10,7 @@ from io import StringIO
 
 import pytest
 
-from ito_training_mcp.cli import run
+from ito_training_mcp.doors.cli.main import run
 
 GITHUB_TOKEN = "ghp_" + "Fz9qK2mT7vL4xR8nB3cW6yH1jD5gS0pA2eUo"
 

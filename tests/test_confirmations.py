@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS, review_path_names
+from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS, review_path_names
 from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.reference_backend import ReferenceBackend, reviews
 from ito_training_mcp.service import TrainingService

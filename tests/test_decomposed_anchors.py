@@ -517,8 +517,8 @@ def test_a_credential_name_that_only_composing_spells_is_found_in_a_manifest_in_
     """Through the gate, where the one pass (byte_facts) answers the scanner's questions: a key that
     spells a credential's name only once composed (decomposed, its letters hold no anchor as
     written) is found among labels in another script."""
-    from ito_training_mcp import manifest
     from ito_training_mcp.errors import ManifestRefusal
+    from ito_training_mcp.gates.manifest import schema as manifest
 
     from .conftest import EXAMPLE_MANIFEST
 
@@ -696,7 +696,7 @@ def test_a_manifest_in_nfkd_is_never_asked_whether_it_is_in_nfkc_too(monkeypatch
     """Decomposed kana (NFD, as macOS writes file names): whether the text composes is the one pass's
     (or one search's) answer; NFKC's own look over all of it would cost ~50 ns a character (an
     attacker review found the look asked it)."""
-    from ito_training_mcp import manifest
+    from ito_training_mcp.gates.manifest import schema as manifest
 
     from .conftest import EXAMPLE_MANIFEST
 
@@ -785,8 +785,8 @@ def test_labels_that_each_change_their_own_way_are_accepted_and_a_credential_onl
     """Every label changes under NFKC in its own way (what the benchmark's costliest inputs are made
     of; those with compatibility characters are places): the manifest passes gate 2, and a credential
     written in full-width letters after one such label's text is found at its pointer."""
-    from ito_training_mcp import manifest
     from ito_training_mcp.errors import ManifestRefusal
+    from ito_training_mcp.gates.manifest import schema as manifest
 
     from .conftest import EXAMPLE_MANIFEST
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ito_training_mcp.cli import run as main_run
+from ito_training_mcp.doors.cli.main import run as main_run
 from ito_training_mcp.reference_backend import ReferenceBackend
 from ito_training_mcp.reference_backend.cli import main as backend_main
 from ito_training_mcp.reference_backend.desk_cli import run

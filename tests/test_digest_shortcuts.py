@@ -19,20 +19,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from ito_training_mcp import (
-    digest,
-    egress,
-    manifest,
-    manifest_characters,
-    manifest_values,
-    review_layout,
-    scan_strings,
-    strict_json,
-)
-from ito_training_mcp.credentials import Credential
+from ito_training_mcp import scan_strings
+from ito_training_mcp.backend.credentials import Credential
+from ito_training_mcp.egress import clean as egress
 from ito_training_mcp.envelope import ErrorCode, success
 from ito_training_mcp.errors import ManifestRefusal
-from ito_training_mcp.manifest_characters import CHARACTER_CLASSES
+from ito_training_mcp.gates.manifest import characters as manifest_characters
+from ito_training_mcp.gates.manifest import digest, strict_json
+from ito_training_mcp.gates.manifest import review as review_layout
+from ito_training_mcp.gates.manifest import schema as manifest
+from ito_training_mcp.gates.manifest import values as manifest_values
+from ito_training_mcp.gates.manifest.characters import CHARACTER_CLASSES
 
 from .conftest import CANARY_GITHUB, CANARY_TOKEN, EXAMPLE_MANIFEST
 
@@ -328,7 +325,7 @@ mixed_text = st.lists(st.sampled_from(SHOWN * 4 + NOT_SHOWN_ALLOWED + FORBIDDEN_
 def test_the_bytes_said_shown_as_is_only_when_every_key_and_string_shows(document: Doc, ascii_only: bool) -> None:
     """gate 2's verdict for the egress (`look_at_bytes(...).shown_as_is`): never said of a document one
     of whose keys or strings holds a character the egress would escape, once the character rule passed."""
-    from ito_training_mcp.invisible import shows
+    from ito_training_mcp.egress.invisible import shows
     from ito_training_mcp.secret_scan import DocumentStrings
 
     content = json.dumps(document, ensure_ascii=ascii_only).encode()
@@ -346,7 +343,7 @@ def test_the_search_for_characters_not_shown_agrees_with_the_egress_on_every_cod
     """Below the planes it takes whole, the class is exactly the characters the egress escapes, but
     layout; above, everything. Every forbidden character is one of them."""
     from ito_training_mcp import byte_facts
-    from ito_training_mcp.invisible import NOT_SHOWN_WHOLE_FROM, shows
+    from ito_training_mcp.egress.invisible import NOT_SHOWN_WHOLE_FROM, shows
 
     if byte_facts.facts(b"a") is None:
         pytest.skip("RE2 is not installed")
@@ -374,7 +371,7 @@ def test_the_one_pass_answers_each_question_as_its_own_search_does(text: str) ->
     """byte_facts against the searches it stands for: the egress's characters, NFKC's "may compose",
     and the scanner's anchors as written."""
     from ito_training_mcp import byte_facts, decomposed_anchors
-    from ito_training_mcp.invisible import shows
+    from ito_training_mcp.egress.invisible import shows
     from ito_training_mcp.secret_engine import default_engine
 
     data = f'{{"k": "{text}"}}'.encode()
@@ -646,7 +643,7 @@ async def test_a_registered_credential_in_a_digested_manifest_never_leaves(write
 
 
 def test_the_summary_is_made_once_in_the_digesting_thread(tmp_path: Any) -> None:
-    from ito_training_mcp.config import ManifestSettings
+    from ito_training_mcp.gates.config import ManifestSettings
 
     path = tmp_path / "manifest.json"
     path.write_bytes(EXAMPLE_MANIFEST.read_bytes())

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp import cli
-from ito_training_mcp.tool_specs import ALL_TOOLS
+from ito_training_mcp.doors.cli import main as cli
+from ito_training_mcp.tools.specs import ALL_TOOLS
 
 from . import doc_tables
 from .doc_inspector import INSPECTOR_FILES, run_inspector_doc
@@ -183,7 +183,7 @@ def test_every_npx_command_says_yes_and_pins_the_installed_inspector() -> None:
 
 
 def test_the_readme_names_the_http_endpoint_the_server_serves() -> None:
-    from ito_training_mcp import server_main
+    from ito_training_mcp.doors.mcp import main as server_main
 
     defaults = server_main._parser().parse_args(["--transport", "streamable-http"])
     readme = (REPO / "README.md").read_text()
@@ -200,7 +200,7 @@ DELEGATED: dict[str, Callable[[], argparse.ArgumentParser]] = {}
 
 def _delegated() -> dict[str, Callable[[], argparse.ArgumentParser]]:
     if not DELEGATED:
-        from ito_training_mcp import skill_install
+        from ito_training_mcp.doors.cli import skill_install
         from ito_training_mcp.reference_backend import cli as backend_cli
         from ito_training_mcp.reference_backend import desk_cli
 

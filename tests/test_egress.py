@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import egress, logs
-from ito_training_mcp.credentials import Credential
+from ito_training_mcp.backend.credentials import Credential
+from ito_training_mcp.egress import clean as egress
+from ito_training_mcp.egress import logs
 from ito_training_mcp.envelope import ErrorCode, Gate, refusal, success
 
 from .conftest import CANARY_AWS, CANARY_GITHUB, CANARY_TOKEN
@@ -87,14 +88,14 @@ LONG_PARTS = ["a", "é", "密", " ", "\n", "\t", "\r", "\u00a0", "\u200b", "\ue0
 def test_stripping_a_long_text_drops_exactly_what_is_not_shown(parts: list[str], repeat: int, keep: str) -> None:
     """The search-based strip of a long text (RE2 over its UTF-8, a replace per distinct character,
     or one translation) against the character-by-character one; lone surrogates included."""
-    from ito_training_mcp.invisible import shows
+    from ito_training_mcp.egress.invisible import shows
 
     text = "".join(parts) * repeat + "x" * 600
     assert egress._strip_unprintable(text, keep) == "".join(ch for ch in text if shows(ch) or ch in keep)
 
 
 def test_many_distinct_characters_not_shown_are_stripped_in_one_translation() -> None:
-    from ito_training_mcp.invisible import shows
+    from ito_training_mcp.egress.invisible import shows
 
     text = "".join(chr(0xE000 + i) for i in range(3000)) + "visible" + "\u00a0" * 100
     assert egress._strip_unprintable(text, "") == "".join(ch for ch in text if shows(ch)) == "visible"
@@ -248,8 +249,8 @@ def test_a_digest_of_a_manifest_in_another_script_is_looked_at_once_per_text(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The review and its text share their source (the manifest's text, here not ASCII): the egress
     looks at each text once (it used to look at that source twice), and finds nothing to change."""
-    from ito_training_mcp.digest import digest_bytes
-    from ito_training_mcp.safe_read import read_regular_file
+    from ito_training_mcp.files import read_regular_file
+    from ito_training_mcp.gates.manifest.digest import digest_bytes
 
     from .conftest import EXAMPLE_MANIFEST
 
@@ -283,8 +284,8 @@ def test_gate_2s_verdict_on_the_bytes_spares_the_egress_its_look_at_the_manifest
         labels: list[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A manifest in another script whose bytes hold no character that the egress would not show as
     itself: the egress looks only for registered credentials, and changes nothing."""
-    from ito_training_mcp.digest import digest_bytes
-    from ito_training_mcp.safe_read import read_regular_file
+    from ito_training_mcp.files import read_regular_file
+    from ito_training_mcp.gates.manifest.digest import digest_bytes
 
     from .conftest import EXAMPLE_MANIFEST
 
@@ -305,7 +306,7 @@ def test_gate_2s_verdict_on_the_bytes_spares_the_egress_its_look_at_the_manifest
 def test_gate_2_hands_the_scanner_the_bytes_it_read_instead_of_encoding_their_text_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The look at the JSON text searches its UTF-8: the bytes read are that already."""
-    from ito_training_mcp import manifest
+    from ito_training_mcp.gates.manifest import schema as manifest
     from ito_training_mcp.secret_engine import default_engine
 
     from .conftest import EXAMPLE_MANIFEST
@@ -325,8 +326,8 @@ def test_a_character_the_egress_escapes_in_a_manifest_in_another_script_is_escap
     """A no-break space in the description and a private-use character in a label pass gate 2, in a
     text whose bytes could begin a forbidden character; the gate does not say the text shows as it
     is, and the egress escapes both wherever they appear."""
-    from ito_training_mcp.digest import digest_bytes
-    from ito_training_mcp.safe_read import read_regular_file
+    from ito_training_mcp.files import read_regular_file
+    from ito_training_mcp.gates.manifest.digest import digest_bytes
 
     from .conftest import EXAMPLE_MANIFEST
 
@@ -359,8 +360,8 @@ def test_the_review_walks_shortcuts_change_nothing_the_walk_would_not(tree: dict
     """A digest's review whose sources hold a character to escape is walked; whole lists of labels
     and objects whose keys and strings show as themselves are passed over at once. Against the walk
     string by string, with and without a registered credential that only a joining could make."""
-    from ito_training_mcp.egress import LocalTree
-    from ito_training_mcp.invisible import shows
+    from ito_training_mcp.egress.clean import LocalTree
+    from ito_training_mcp.egress.invisible import shows
 
     def strings(node: Any) -> list[str]:
         if isinstance(node, str):

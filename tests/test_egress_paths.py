@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
+from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.service import TrainingService
 
 from .conftest import CANARY_AWS, CANARY_GITHUB, ClientFactory, World
@@ -212,7 +212,7 @@ def test_hostile_backend_text_never_leaves_through_stdio_logs_audit_and_cli(
     for argv in (["status", "--run", run_id], ["status", "--run", run_id, "--json"], ["logs", "--run", run_id],
                  ["logs", "--run", run_id, "--json"], ["checkpoints", "--run", run_id],
                  ["check", "--booking", world.booking], ["check", "--booking", world.booking, "--json"]):
-        done = subprocess.run([sys.executable, "-c", "from ito_training_mcp.cli import main; raise SystemExit(main())",
+        done = subprocess.run([sys.executable, "-c", "from ito_training_mcp.doors.cli.main import main; raise SystemExit(main())",
                                *argv], capture_output=True, text=True, env=cli_env, timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr
         assert_clean(done.stdout, world, allow_newlines=True, where=f"cli {argv} stdout")

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ElicitRequestURLParams, ElicitResult, ErrorData
 
-from ito_training_mcp.mcp_server import build_server
+from ito_training_mcp.doors.mcp.server import build_server
 
 from .conftest import World
 

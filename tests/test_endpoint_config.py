@@ -18,12 +18,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import backend_client
-from ito_training_mcp.backend_client import BackendClient, Exchange
-from ito_training_mcp.backend_models import Me
-from ito_training_mcp.config import BackendSettings, Endpoint, parse_endpoint
-from ito_training_mcp.credentials import Credential
+from ito_training_mcp.backend import client as backend_client
+from ito_training_mcp.backend.client import BackendClient, Exchange
+from ito_training_mcp.backend.credentials import Credential
+from ito_training_mcp.backend.models import Me
 from ito_training_mcp.errors import ConfigRefusal
+from ito_training_mcp.gates.config import BackendSettings, Endpoint, parse_endpoint
 from ito_training_mcp.service import TrainingService
 
 from . import hostile_backend as hb

@@ -39,8 +39,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import backend_client
-from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
+from ito_training_mcp.backend import client as backend_client
+from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.envelope import CONTRACT_CODES, Envelope, ErrorCode
 from ito_training_mcp.service import TrainingService
 from ito_training_mcp.service import base as service_module

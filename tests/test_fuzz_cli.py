@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp.cli import run
+from ito_training_mcp.doors.cli.main import run
 from ito_training_mcp.envelope import CONTRACT_CODES
 
 from .conftest import EXAMPLE_MANIFEST

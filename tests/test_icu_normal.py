@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ito_training_mcp import icu_normal, nfkc, scan_strings, text_normal
-from ito_training_mcp.config import ManifestSettings
-from ito_training_mcp.digest import digest_manifest_file
+from ito_training_mcp.gates.config import ManifestSettings
+from ito_training_mcp.gates.manifest.digest import digest_manifest_file
 
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, ValidationError, validators
 
 from ito_training_mcp.service import TrainingService
-from ito_training_mcp.tool_specs import ALL_TOOLS, TOOLS_BY_NAME, ToolSpec
+from ito_training_mcp.tools.specs import ALL_TOOLS, TOOLS_BY_NAME, ToolSpec
 
 COMPOSITION = {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$defs"}
 
@@ -320,7 +320,7 @@ def test_request_confirmation_takes_only_cancel_or_cleanup() -> None:
 
 def test_the_builders_for_the_next_tools() -> None:
     """What a new ToolSpec is made of: declared arguments only, enums for closed sets, a root kept plain."""
-    from ito_training_mcp import input_schemas as arg
+    from ito_training_mcp.tools import arguments as arg
 
     with pytest.raises(ValueError, match="declared"):
         arg.Arguments(properties={"run_id": arg.identifier("r")}, required=("request_id",))

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from mcp.types import TextContent, TextResourceContents
 
-from ito_training_mcp.mcp_server import SKILL_URI, skill_body, skill_file
-from ito_training_mcp.tool_specs import ALL_TOOLS
+from ito_training_mcp.doors.mcp.server import SKILL_URI, skill_body, skill_file
+from ito_training_mcp.tools.specs import ALL_TOOLS
 
 from .conftest import REPO, ClientFactory
 

@@ -27,7 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from ito_training_mcp import __version__
-from ito_training_mcp.tool_specs import ALL_TOOLS
+from ito_training_mcp.tools.specs import ALL_TOOLS
 
 from .conftest import REPO
 from .dist_fixtures import UVX, clean_env, run

@@ -135,7 +135,7 @@ async def test_a_cancel_interrupted_in_flight_points_at_the_run_and_its_key(
 def _cli(env: dict[str, str], *argv: str) -> subprocess.Popen[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ITO_")}
     return subprocess.Popen(
-        [sys.executable, "-c", "from ito_training_mcp.cli import main; raise SystemExit(main())", *argv],
+        [sys.executable, "-c", "from ito_training_mcp.doors.cli.main import main; raise SystemExit(main())", *argv],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**clean, **env},
     )
 
@@ -206,7 +206,7 @@ def test_a_closed_stdout_is_not_a_traceback(manifest_path: str) -> None:
     """`ito-training digest ... | head -c 1`: the reader went away before the envelope was written."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ITO_")}
     process = subprocess.Popen(
-        [sys.executable, "-c", "from ito_training_mcp.cli import main; raise SystemExit(main())",
+        [sys.executable, "-c", "from ito_training_mcp.doors.cli.main import main; raise SystemExit(main())",
          "digest", "--manifest", manifest_path, "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean,
     )

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import egress
-from ito_training_mcp.invisible import DEFAULT_IGNORABLE, INVISIBLE_POINTS, has_invisible, is_invisible
-from ito_training_mcp.manifest_characters import character_class
+from ito_training_mcp.egress import clean as egress
+from ito_training_mcp.egress.invisible import DEFAULT_IGNORABLE, INVISIBLE_POINTS, has_invisible, is_invisible
+from ito_training_mcp.gates.manifest.characters import character_class
 from ito_training_mcp.service import TrainingService
 
 from .conftest import WriteFile
@@ -95,7 +95,7 @@ FAKE_DATA = "hf://datasets/acm\u0435/preference-pairs-v4"  # Cyrillic small ie
 
 def _digest(path: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ITO_")}
-    done = subprocess.run([sys.executable, "-c", "from ito_training_mcp.cli import main; raise SystemExit(main())",
+    done = subprocess.run([sys.executable, "-c", "from ito_training_mcp.doors.cli.main import main; raise SystemExit(main())",
                            "digest", "--json", "--manifest", path], capture_output=True, text=True, env=env,
                           check=False, timeout=60)
     assert "\u043e" not in done.stdout + done.stderr and "\u0435" not in done.stdout + done.stderr
@@ -136,7 +136,7 @@ def test_a_long_text_in_other_scripts_is_searched_in_utf8_with_the_same_answers(
     """Past a few kilobytes, text that is not Latin-1 is searched by RE2 in UTF-8 after a look at its
     bytes: every invisible character is found there, at either end, and none is invented (a lone
     surrogate, a character that shares a first byte with one of them)."""
-    from ito_training_mcp import invisible
+    from ito_training_mcp.egress import invisible
 
     long_text = "Tiếng Việt đánh giá 한국어 평가 " * 300
     assert len(long_text) > invisible._LONG_TEXT and not invisible.has_invisible(long_text)

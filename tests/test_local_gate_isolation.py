@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp import cli, credentials
+from ito_training_mcp.backend import credentials
+from ito_training_mcp.doors.cli import main as cli
 from ito_training_mcp.service import TrainingService
 
 from .conftest import CANARY_GITHUB, CANARY_TOKEN, ClientFactory, WriteFile

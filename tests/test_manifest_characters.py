@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ito_training_mcp.envelope import Envelope
-from ito_training_mcp.manifest import CHARACTER_CLASSES, character_class
+from ito_training_mcp.gates.manifest.schema import CHARACTER_CLASSES, character_class
 from ito_training_mcp.service import TrainingService
 
 from .conftest import EXAMPLE_MANIFEST, WriteFile, assert_manifest_refused
@@ -201,7 +201,7 @@ FORGED = with_value(
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ITO_")}
-    return subprocess.run([sys.executable, "-c", "from ito_training_mcp.cli import main; raise SystemExit(main())",
+    return subprocess.run([sys.executable, "-c", "from ito_training_mcp.doors.cli.main import main; raise SystemExit(main())",
                            *argv], capture_output=True, text=True, env=env, timeout=60)
 
 

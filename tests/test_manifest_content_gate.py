@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp import strict_json
 from ito_training_mcp.envelope import Envelope
-from ito_training_mcp.manifest import manifest_json_schema
+from ito_training_mcp.gates.manifest import strict_json
+from ito_training_mcp.gates.manifest.schema import manifest_json_schema
 from ito_training_mcp.service import TrainingService
 
 from .conftest import assert_manifest_refused

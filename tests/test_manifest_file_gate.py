@@ -21,11 +21,11 @@ from typing import Any
 import anyio
 import pytest
 
-from ito_training_mcp.config import ManifestSettings
-from ito_training_mcp.digest import digest_manifest_file
 from ito_training_mcp.envelope import Envelope, ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
-from ito_training_mcp.safe_read import ReadHooks, read_regular_file
+from ito_training_mcp.files import ReadHooks, read_regular_file
+from ito_training_mcp.gates.config import ManifestSettings
+from ito_training_mcp.gates.manifest.digest import digest_manifest_file
 from ito_training_mcp.service import TrainingService
 
 from .conftest import assert_manifest_refused
@@ -575,7 +575,8 @@ async def test_the_checks_start_before_the_hash_and_the_digest_is_of_the_bytes_c
     it over would cost more than its hash), and the checks look at it themselves."""
     import threading
 
-    from ito_training_mcp import digest, safe_read
+    from ito_training_mcp import files as safe_read
+    from ito_training_mcp.gates.manifest import digest
 
     checks_began = threading.Event()
     waited_in_vain: list[bool] = []
@@ -632,7 +633,7 @@ async def test_a_refusal_of_the_checks_after_the_hand_over_leaves_nothing_behind
 async def test_without_asyncio_the_read_and_its_hash_come_first(
         marked_path: str, example_document: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """Under another event loop (anyio runs on trio too) the gate reads and hashes, then checks."""
-    from ito_training_mcp import digest
+    from ito_training_mcp.gates.manifest import digest
 
     monkeypatch.setattr(digest, "_running_asyncio_loop", lambda: None)
     env = await TrainingService().digest_manifest(marked_path)
@@ -648,7 +649,8 @@ async def test_the_switch_interval_is_short_while_the_checks_parse_and_restored_
     small file (nothing beside its parse) leaves it alone."""
     import sys
 
-    from ito_training_mcp import digest, look_ahead
+    from ito_training_mcp import look_ahead
+    from ito_training_mcp.gates.manifest import digest
 
     seen: list[float] = []
     real_parse = digest.parse_checked

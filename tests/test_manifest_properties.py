@@ -22,8 +22,9 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import secret_scan, strict_json
+from ito_training_mcp import secret_scan
 from ito_training_mcp.envelope import Envelope
+from ito_training_mcp.gates.manifest import strict_json
 from ito_training_mcp.service import TrainingService
 
 from .conftest import EXAMPLE_MANIFEST

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import Field, TypeAdapter, ValidationError
 
-from ito_training_mcp import manifest, manifest_values
+from ito_training_mcp.gates.manifest import schema as manifest
+from ito_training_mcp.gates.manifest import values as manifest_values
 
 from .conftest import EXAMPLE_MANIFEST
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult, TextResourceContents
 
-from ito_training_mcp.manifest import manifest_json_schema
-from ito_training_mcp.mcp_server import INSTRUCTIONS, MANIFEST_SCHEMA_URI
+from ito_training_mcp.doors.mcp.server import INSTRUCTIONS, MANIFEST_SCHEMA_URI
+from ito_training_mcp.gates.manifest.schema import manifest_json_schema
 
 from .conftest import CANARY_GITHUB, REPO, ClientFactory
 
@@ -172,7 +172,7 @@ async def test_manifest_schema_resource_matches_the_repo_file(connect: ClientFac
 
 
 def test_schema_uri_names_the_schema_version() -> None:
-    from ito_training_mcp.manifest import SCHEMA_VERSION
+    from ito_training_mcp.gates.manifest.schema import SCHEMA_VERSION
 
     assert MANIFEST_SCHEMA_URI.endswith("/" + SCHEMA_VERSION)
 
@@ -182,7 +182,7 @@ def test_server_start_up_loads_no_backend_client_scanner_or_reference_server() -
     import subprocess
     import sys
 
-    code = ("import sys; from ito_training_mcp.mcp_server import build_server; build_server(); "
+    code = ("import sys; from ito_training_mcp.doors.mcp.server import build_server; build_server(); "
             "print(sorted(m for m in sys.modules if m.startswith('ito_training_mcp')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     for lazy in ("backend_client", "backend_models", "secret_scan", "manifest", "safe_read", "strict_json",
@@ -191,6 +191,6 @@ def test_server_start_up_loads_no_backend_client_scanner_or_reference_server() -
 
 
 def test_schema_file_is_current() -> None:
-    """Regenerate with: .venv/bin/python -m ito_training_mcp.manifest > schemas/ito.training.manifest.v1.schema.json"""
+    """Regenerate with: .venv/bin/python -m ito_training_mcp.gates.manifest.schema > schemas/ito.training.manifest.v1.schema.json"""
     path = Path(REPO / "schemas" / "ito.training.manifest.v1.schema.json")
     assert path.read_text() == json.dumps(manifest_json_schema(), indent=2, sort_keys=True) + "\n"

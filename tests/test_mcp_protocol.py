@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from ito_training_mcp import mcp_server
-from ito_training_mcp.mcp_server import SKILL_URI, build_server
+from ito_training_mcp.doors.mcp import server as mcp_server
+from ito_training_mcp.doors.mcp.server import SKILL_URI, build_server
 from ito_training_mcp.service import TrainingService
 
 from .conftest import CANARY_GITHUB, ClientFactory

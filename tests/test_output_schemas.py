@@ -18,7 +18,7 @@ import pytest
 from jsonschema import Draft7Validator, Draft202012Validator
 from jsonschema.protocols import Validator
 
-from ito_training_mcp.tool_specs import ALL_TOOLS
+from ito_training_mcp.tools.specs import ALL_TOOLS
 
 from .conftest import ClientFactory, World
 

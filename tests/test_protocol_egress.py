@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from ito_training_mcp.mcp_server import build_server
-from ito_training_mcp.protocol_egress import (
+from ito_training_mcp.doors.mcp.server import build_server
+from ito_training_mcp.doors.mcp.stdio import PARSE_ERROR, Answer, parse_line
+from ito_training_mcp.egress.protocol import (
     METHOD_NOT_FOUND,
     UNKNOWN_METHOD_MESSAGE,
     clean_data,
@@ -30,7 +31,6 @@ from ito_training_mcp.protocol_egress import (
     clean_message,
 )
 from ito_training_mcp.service import TrainingService
-from ito_training_mcp.stdio_bounded import PARSE_ERROR, Answer, parse_line
 
 from .conftest import CANARY_GITHUB, CANARY_TOKEN, ClientFactory
 from .test_stdio_line_bound import Server

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import redact
-from ito_training_mcp.redact import MASK, Redactor, holds_shape
+from ito_training_mcp.egress import redact
+from ito_training_mcp.egress.redact import MASK, Redactor, holds_shape
 
 # The shapes as one would first write them: correct, and backtracking (used on short texts only).
 TEXTBOOK = re.compile(

@@ -762,7 +762,7 @@ def test_cli_serves_and_never_prints_the_token(tmp_path: Path) -> None:
 
 
 def test_the_package_never_imports_the_reference_backend() -> None:
-    code_ = ("import sys, ito_training_mcp.cli, ito_training_mcp.mcp_server, ito_training_mcp.service; "
+    code_ = ("import sys, ito_training_mcp.doors.cli.main, ito_training_mcp.doors.mcp.server, ito_training_mcp.service; "
              "print(any(m.startswith('ito_training_mcp.reference_backend') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"

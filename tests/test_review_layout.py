@@ -15,10 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import egress, manifest
-from ito_training_mcp.credentials import Credential
+from ito_training_mcp.backend.credentials import Credential
+from ito_training_mcp.egress import clean as egress
 from ito_training_mcp.envelope import success
-from ito_training_mcp.review_layout import (
+from ito_training_mcp.gates.manifest import schema as manifest
+from ito_training_mcp.gates.manifest.review import (
     INDENT,
     ITEM,
     LABELS,
@@ -114,7 +115,7 @@ async def test_a_padded_label_is_refused(write_file: WriteFile, example_document
 def _cli(*argv: str, width: int) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ITO_")}
     env["COLUMNS"] = str(width)
-    return subprocess.run([sys.executable, "-c", "from ito_training_mcp.cli import main; raise SystemExit(main())",
+    return subprocess.run([sys.executable, "-c", "from ito_training_mcp.doors.cli.main import main; raise SystemExit(main())",
                            *argv], capture_output=True, text=True, env=env, timeout=60, check=False)
 
 
@@ -169,7 +170,7 @@ def _many_references(example_document: dict[str, Any], count: int, extra: int) -
 def test_a_long_value_takes_the_linear_wrap_and_keeps_the_layout(example_document: dict[str, Any]) -> None:
     """A value past FAST_FROM characters is wrapped with the linear pattern: still every line starts
     with a label, the item marker or the continuation indent, and no line is wider than the layout."""
-    from ito_training_mcp.review_layout import FAST_FROM
+    from ito_training_mcp.gates.manifest.review import FAST_FROM
 
     parsed = manifest.parse_manifest(json.dumps(_many_references(example_document, 60, 1500)).encode())
     lines = review_lines(parsed.review(), "0" * 64)

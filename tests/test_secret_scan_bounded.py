@@ -20,9 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import manifest, scan_strings, secret_engine, secret_scan, text_normal
+from ito_training_mcp import scan_strings, secret_engine, secret_scan, text_normal
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
+from ito_training_mcp.gates.manifest import schema as manifest
 from ito_training_mcp.secret_rules import KEY_NAME_STEMS, RULES
 from ito_training_mcp.secret_scan import HIDDEN, LONG_STRING, UNEXAMINED, Finding
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ito_training_mcp import secret_scan, text_kinds, text_normal
-from ito_training_mcp.manifest_characters import may_hold_forbidden
+from ito_training_mcp.gates.manifest.characters import may_hold_forbidden
 from ito_training_mcp.secret_scan import HIDDEN, Finding
 
 from .secret_corpus import BENIGN_KEYS, BENIGN_VALUES, SECRETS
@@ -316,8 +316,8 @@ def test_a_credential_in_a_list_every_reference_repeats_is_found_at_its_first_pl
     """Every reference repeats one list of labels in another script, one of which holds a credential:
     the distinct labels are walked once (their NFKC made once), and the credential is reported at the
     first MAX_FINDINGS places it stands, as the walk of every label reports it."""
-    from ito_training_mcp import manifest
     from ito_training_mcp.errors import ManifestRefusal
+    from ito_training_mcp.gates.manifest import schema as manifest
 
     from .conftest import CANARY_GITHUB, EXAMPLE_MANIFEST
 
@@ -361,8 +361,8 @@ def test_a_walk_is_spared_the_search_for_invisible_characters_only_where_the_byt
     escape in the text could make one: then it searches."""
     from pathlib import Path
 
-    from ito_training_mcp.config import ManifestSettings
-    from ito_training_mcp.digest import digest_manifest_file
+    from ito_training_mcp.gates.config import ManifestSettings
+    from ito_training_mcp.gates.manifest.digest import digest_manifest_file
 
     told: list[bool] = []
     real = secret_scan._joined_prepared

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from skills_ref.parser import parse_frontmatter
 
-from ito_training_mcp.backend_models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
+from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.envelope import ErrorCode
-from ito_training_mcp.manifest import TrainingTarget, parse_manifest
+from ito_training_mcp.gates.manifest.schema import TrainingTarget, parse_manifest
 from ito_training_mcp.secret_scan import scan
-from ito_training_mcp.tool_specs import ALL_TOOLS, ToolSpec
+from ito_training_mcp.tools.specs import ALL_TOOLS, ToolSpec
 
 REPO = Path(__file__).resolve().parent.parent
 SKILL_DIR = REPO / "skill"

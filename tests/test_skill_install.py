@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp import cli
+from ito_training_mcp.doors.cli import main as cli
 
 from .conftest import CANARY_GITHUB, CANARY_TOKEN, REPO
 

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ito_training_mcp.mcp_server import build_server
-from ito_training_mcp.service import TrainingService
-from ito_training_mcp.stdio_bounded import (
+from ito_training_mcp.doors.mcp.server import build_server
+from ito_training_mcp.doors.mcp.stdio import (
     DEFAULT_MAX_LINE_BYTES,
     MAX_LINE_ENV,
     OVERSIZED,
@@ -28,6 +27,7 @@ from ito_training_mcp.stdio_bounded import (
     max_line_bytes,
     parse_line,
 )
+from ito_training_mcp.service import TrainingService
 
 BIG = 50 * 1024 * 1024
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -22,7 +22,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from ito_training_mcp.tool_specs import ALL_TOOLS
+from ito_training_mcp.tools.specs import ALL_TOOLS
 
 from .conftest import EXAMPLE_MANIFEST, World
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import manifest_characters, strict_json
+from ito_training_mcp.gates.manifest import characters as manifest_characters
+from ito_training_mcp.gates.manifest import strict_json
 
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None)
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ito_training_mcp import credentials
+from ito_training_mcp.backend import credentials
 from ito_training_mcp.service import TrainingService
 
 from .conftest import ClientFactory, World, WriteFile

@@ -11,7 +11,7 @@ from typing import Any
 
 from mcp import Client
 
-from ito_training_mcp.mcp_server import build_server
+from ito_training_mcp.doors.mcp.server import build_server
 from ito_training_mcp.service import TrainingService
 
 from .conftest import REPO

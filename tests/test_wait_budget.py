@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from ito_training_mcp.backend_client import BackendClient, BudgetSpent
+from ito_training_mcp.backend.client import BackendClient, BudgetSpent
 from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.service.waiting import wait_until
 

@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..invisible import is_invisible
+from ito_training_mcp.egress.invisible import is_invisible
 
 MIN_TOKEN_CHARS = 16
 MAX_TOKEN_FILE_BYTES = 4096
@@ -60,7 +60,7 @@ class QuietParser(argparse.ArgumentParser):
         was given); a stray value is never shown."""
         parsed, leftovers = self.parse_known_args(args, namespace)
         if leftovers:
-            from ..cli_usage import from_leftovers
+            from ito_training_mcp.doors.cli.usage import from_leftovers
 
             owner = self._owner(parsed)
             flags = sorted(s for s in owner._option_string_actions if s.startswith("--"))

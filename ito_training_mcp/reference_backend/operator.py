@@ -20,7 +20,8 @@ from starlette.responses import Response
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..inputs import ID_PATTERN
+from ito_training_mcp.gates.inputs import ID_PATTERN
+
 from . import lifecycle, policy, reviews
 from .desk import session as desk_session
 from .errors import ApiError, invalid_request, not_found

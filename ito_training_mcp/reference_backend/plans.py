@@ -16,7 +16,8 @@ import re
 
 from starlette.routing import Route
 
-from ..inputs import ID_PATTERN
+from ito_training_mcp.gates.inputs import ID_PATTERN
+
 from . import lifecycle, policy, reviews
 from .errors import ApiError, invalid_request
 from .public import READ, WRITE, Ctx, Handler, V1Route, eligibility, field_id, own_run, sha256_hex

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from ..errors import ManifestRefusal
-from ..manifest import TrainingManifest, parse_manifest
+from ito_training_mcp.errors import ManifestRefusal
+from ito_training_mcp.gates.manifest.schema import TrainingManifest, parse_manifest
+
 from .errors import ApiError
 from .lifecycle import Plan, stage_names
 

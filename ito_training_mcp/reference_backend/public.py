@@ -25,7 +25,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..inputs import ID_PATTERN, KEY_PATTERN
+from ito_training_mcp.gates.inputs import ID_PATTERN, KEY_PATTERN
+
 from . import faults, lifecycle, policy
 from .errors import ApiError, invalid_request
 from .lifecycle import RunRecord

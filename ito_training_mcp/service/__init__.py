@@ -10,10 +10,10 @@ progress).
 
 from __future__ import annotations
 
-from .base import Call, Progress
-from .confirmations import ConfirmationOperations
-from .lifecycle import LifecycleOperations
-from .submit import SubmitOperations
+from ito_training_mcp.service.base import Call, Progress
+from ito_training_mcp.service.confirmations import ConfirmationOperations
+from ito_training_mcp.service.lifecycle import LifecycleOperations
+from ito_training_mcp.service.submit import SubmitOperations
 
 
 class TrainingService(SubmitOperations, ConfirmationOperations, LifecycleOperations):

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from ..backend_client import BackendClient
-from ..config import BackendSettings
+from ito_training_mcp.backend.client import BackendClient
+from ito_training_mcp.gates.config import BackendSettings
 
 if TYPE_CHECKING:
-    from .base import Call
+    from ito_training_mcp.service.base import Call
 
 M = TypeVar("M", bound=BaseModel)
 

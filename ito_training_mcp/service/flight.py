@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 
 import anyio
 
-from ..errors import Refusal
+from ito_training_mcp.errors import Refusal
 
 T = TypeVar("T")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import inputs
-from ..egress import clean_progress
-from ..envelope import Envelope, ErrorCode, Gate
-from ..errors import InputRefusal, Refusal
-from .base import Call, Outcome, Progress, ServiceBase
-from .notices import (
+from ito_training_mcp.egress.clean import clean_progress
+from ito_training_mcp.envelope import Envelope, ErrorCode, Gate
+from ito_training_mcp.errors import InputRefusal, Refusal
+from ito_training_mcp.gates import inputs
+from ito_training_mcp.service.base import Call, Outcome, Progress, ServiceBase
+from ito_training_mcp.service.notices import (
     NOTICE_CANCELLED,
     NOTICE_CLEANED,
     NOTICE_GATE_FAILED,
@@ -22,12 +22,12 @@ from .notices import (
     NOTICE_TERMINAL,
     clamp_note,
 )
-from .waiting import MonotonicClock, Position, Waited, wait_data, wait_until
+from ito_training_mcp.service.waiting import MonotonicClock, Position, Waited, wait_data, wait_until
 
 if TYPE_CHECKING:
-    from ..backend_client import BackendClient
-    from ..backend_models import Run
-    from ..config import BackendSettings
+    from ito_training_mcp.backend.client import BackendClient
+    from ito_training_mcp.backend.models import Run
+    from ito_training_mcp.gates.config import BackendSettings
 
 
 class LifecycleOperations(ServiceBase):
@@ -80,7 +80,7 @@ class LifecycleOperations(ServiceBase):
         position (stages passed, out of all stages) and, while it runs, the step its metrics report.
         A revoked credential ends the wait at once (no further request). Each poll's reads end within
         what is left of the budget."""
-        from ..backend_models import TERMINAL_STATES
+        from ito_training_mcp.backend.models import TERMINAL_STATES
 
         async def fetch(deadline_s: float | None) -> tuple[Run, int | None]:
             with api.within(deadline_s):
@@ -98,8 +98,8 @@ class LifecycleOperations(ServiceBase):
     async def _current_step(self, api: BackendClient, run_id: str) -> int | None:
         """The step the run's metrics report, for the progress message only. Any refusal but an
         authentication one leaves the message without it."""
-        from ..backend_client import BackendRefusal, run_path
-        from ..backend_models import Metrics
+        from ito_training_mcp.backend.client import BackendRefusal, run_path
+        from ito_training_mcp.backend.models import Metrics
 
         try:
             _, metrics = await api.request("GET", run_path(run_id, "/metrics"), Metrics, gate=None)
@@ -111,8 +111,8 @@ class LifecycleOperations(ServiceBase):
 
     async def training_logs(self, run_id: object, cursor: object = None, limit: object = None) -> Envelope:
         async def body(call: Call) -> Outcome:
-            from ..backend_client import run_path
-            from ..backend_models import Logs
+            from ito_training_mcp.backend.client import run_path
+            from ito_training_mcp.backend.models import Logs
 
             run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
             call.note(run_id=run_ref)
@@ -141,7 +141,7 @@ class LifecycleOperations(ServiceBase):
 
     async def training_metrics(self, run_id: object) -> Envelope:
         async def body(call: Call) -> Outcome:
-            from ..backend_models import Metrics
+            from ito_training_mcp.backend.models import Metrics
 
             run_ref, metrics = await self._read_run(call, run_id, "/metrics", Metrics)
             return {"run_id": run_ref, **metrics.model_dump(mode="json")}, NOTICE_READ_ONLY
@@ -150,7 +150,7 @@ class LifecycleOperations(ServiceBase):
 
     async def list_checkpoints(self, run_id: object) -> Envelope:
         async def body(call: Call) -> Outcome:
-            from ..backend_models import Checkpoints
+            from ito_training_mcp.backend.models import Checkpoints
 
             run_ref, found = await self._read_run(call, run_id, "/checkpoints", Checkpoints)
             checkpoints = [c.model_dump(mode="json") for c in found.checkpoints]
@@ -202,8 +202,8 @@ class LifecycleOperations(ServiceBase):
     async def _gate_action_confirmation(
         self, api: BackendClient, ref: str, account_id: str, run_id: str, action: str
     ) -> None:
-        from ..backend_client import segment
-        from ..backend_models import Confirmation
+        from ito_training_mcp.backend.client import segment
+        from ito_training_mcp.backend.models import Confirmation
 
         _, c = await api.request("GET", f"/v1/confirmations/{segment(ref)}", Confirmation, gate=Gate.CONFIRMATION)
         reason = None
@@ -222,7 +222,7 @@ class LifecycleOperations(ServiceBase):
 
     async def _after_redirected_mutation(self, api: BackendClient, redirect: Any, run_id: str) -> Refusal:
         """The refusal for a redirected cancel/cleanup, with the run's state read once (never re-sent)."""
-        from ..backend_client import BackendRefusal
+        from ito_training_mcp.backend.client import BackendRefusal
 
         try:
             run = await self._get_run(api, run_id)
@@ -238,8 +238,8 @@ class LifecycleOperations(ServiceBase):
     async def _send_mutation(
         self, api: BackendClient, settings: BackendSettings, action: str, run_id: str, ref: str, key: str
     ) -> tuple[Any, bool]:
-        from ..backend_client import BackendRefusal, run_path
-        from ..backend_models import CleanupResult, Run
+        from ito_training_mcp.backend.client import BackendRefusal, run_path
+        from ito_training_mcp.backend.models import CleanupResult, Run
 
         model: type[Run] | type[CleanupResult] = Run if action == "cancel" else CleanupResult
         last: BackendRefusal | None = None
@@ -288,7 +288,7 @@ def _run_status(run: Run) -> dict[str, Any]:
 
 
 def _terminal_states() -> frozenset[Any]:
-    from ..backend_models import TERMINAL_STATES
+    from ito_training_mcp.backend.models import TERMINAL_STATES
 
     return TERMINAL_STATES
 
@@ -310,7 +310,7 @@ def run_position(run: Run, step: int | None = None) -> Position:
 
 
 def _status_notice(run: Run, timed_out: bool) -> str:
-    from ..backend_models import RunState
+    from ito_training_mcp.backend.models import RunState
 
     if run.state is RunState.GATE_FAILED:
         return NOTICE_GATE_FAILED
@@ -322,7 +322,7 @@ def _status_notice(run: Run, timed_out: bool) -> str:
 
 
 def _mutation_data(action: str, run_id: str, key: str, result: Any, recovered: bool) -> dict[str, Any]:
-    from ..backend_models import CleanupResult, Run
+    from ito_training_mcp.backend.models import CleanupResult, Run
 
     data: dict[str, Any] = {}
     if isinstance(result, Run):

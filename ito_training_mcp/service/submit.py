@@ -5,11 +5,11 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, Any
 
-from .. import inputs
-from ..envelope import Envelope, ErrorCode, Gate
-from ..errors import Refusal
-from .base import Call, Outcome, ServiceBase, log
-from .notices import (
+from ito_training_mcp.envelope import Envelope, ErrorCode, Gate
+from ito_training_mcp.errors import Refusal
+from ito_training_mcp.gates import inputs
+from ito_training_mcp.service.base import Call, Outcome, ServiceBase, log
+from ito_training_mcp.service.notices import (
     NOTICE_AVAILABLE,
     NOTICE_CREATED,
     NOTICE_DIGESTED,
@@ -19,10 +19,10 @@ from .notices import (
 )
 
 if TYPE_CHECKING:
-    from ..backend_client import BackendClient, BackendRefusal
-    from ..backend_models import Run
-    from ..config import BackendSettings
-    from ..digest import DigestedManifest
+    from ito_training_mcp.backend.client import BackendClient, BackendRefusal
+    from ito_training_mcp.backend.models import Run
+    from ito_training_mcp.gates.config import BackendSettings
+    from ito_training_mcp.gates.manifest.digest import DigestedManifest
 
 
 class SubmitOperations(ServiceBase):
@@ -110,8 +110,8 @@ class SubmitOperations(ServiceBase):
         self, api: BackendClient, ref: str, account_id: str, booking_id: str, digested: DigestedManifest
     ) -> None:
         """Gate 6: the user's confirmation is bound to this account, action, booking, digest and cost."""
-        from ..backend_client import segment
-        from ..backend_models import Confirmation
+        from ito_training_mcp.backend.client import segment
+        from ito_training_mcp.backend.models import Confirmation
 
         _, c = await api.request("GET", f"/v1/confirmations/{segment(ref)}", Confirmation, gate=Gate.CONFIRMATION)
 
@@ -157,8 +157,8 @@ class SubmitOperations(ServiceBase):
         retry, and a retry resends the same key and bytes; after a bounded number of rounds the
         outcome is reported as unknown. At most one run per key, whatever the network does.
         """
-        from ..backend_client import BackendRefusal
-        from ..backend_models import Run
+        from ito_training_mcp.backend.client import BackendRefusal
+        from ito_training_mcp.backend.models import Run
 
         body = {
             "booking_id": booking_id,
@@ -208,7 +208,7 @@ class SubmitOperations(ServiceBase):
         """After a redirected create: one lookup by key so the agent learns whether a run exists; the
         create is never re-sent. Returns the run if one exists, else raises the redirect refusal with
         what the lookup found."""
-        from ..backend_client import BackendRefusal
+        from ito_training_mcp.backend.client import BackendRefusal
 
         try:
             found = await self._lookup_by_key(api, key, Gate.CREATE)

@@ -22,7 +22,8 @@ from starlette.responses import Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
-from ...inputs import ID_PATTERN
+from ito_training_mcp.gates.inputs import ID_PATTERN
+
 from .. import reviews
 from ..state import Backend
 from ..store import rfc3339

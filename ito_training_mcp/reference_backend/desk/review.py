@@ -19,9 +19,10 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ... import strict_json
-from ...errors import ManifestRefusal
-from ...manifest import parse_manifest
+from ito_training_mcp.errors import ManifestRefusal
+from ito_training_mcp.gates.manifest import strict_json
+from ito_training_mcp.gates.manifest.schema import parse_manifest
+
 from .. import lifecycle, reviews
 from ..store import Store, rfc3339
 from . import facts

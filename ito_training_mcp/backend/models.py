@@ -1,0 +1,319 @@
+"""Pydantic models of every `ito.training.v1` response (contract §7).
+
+The backend is outside our trust boundary: a response that does not validate against these
+models is `BACKEND_INVALID_RESPONSE`, never a guess. Unknown fields are ignored (the contract
+says clients must), known fields are typed strictly: ids and digests by pattern, timestamps as
+RFC 3339 UTC, money as decimal strings, counts as integers, flags as real booleans.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+
+from ito_training_mcp.gates.inputs import ID_PATTERN, KEY_PATTERN
+
+CONTRACT_VERSION = "ito.training.v1"
+REQUIRED_OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup")
+# The person's step (plans, confirmation requests): required on top of the seven by plan_training,
+# request_confirmation and confirmation_status only.
+CONFIRMATION_OPERATIONS = ("plan", "confirmation_requests")
+MAX_REVIEW_URL_CHARS = 2048
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+_DECIMAL = re.compile(r"^-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$")
+
+
+def _timestamp(value: object) -> datetime:
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("must be an RFC 3339 timestamp")
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+    except (ValueError, OverflowError):  # e.g. 0001-01-01T00:00:00+01:00 leaves the representable range
+        raise ValueError("must be a representable RFC 3339 timestamp") from None
+
+
+def _decimal_string(value: object) -> Decimal:
+    if not isinstance(value, str) or not _DECIMAL.fullmatch(value):
+        raise ValueError("must be a decimal string")
+    try:
+        return Decimal(value)
+    except InvalidOperation:  # pragma: no cover - the pattern guarantees a decimal
+        raise ValueError("must be a decimal string") from None
+
+
+def _finite_number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise ValueError("must be a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range, e.g. 10**400
+        raise ValueError("must be a finite number") from None
+    if not math.isfinite(number):
+        raise ValueError("must be finite")
+    return number
+
+
+def _review_url(value: object) -> str:
+    """Where the person reviews a request: an absolute https URL (http only to a literal loopback
+    host), no userinfo, query or fragment, a normalised path, bounded length -- the rule for
+    ITO_API_URL -- and nothing that looks like a credential. A URL that could carry a sign-in token is
+    refused: the review URL is never pre-authenticated. (That its path names the request's own page
+    is checked with the request: `review_path_names`.)"""
+    from ito_training_mcp.errors import ConfigRefusal
+    from ito_training_mcp.gates.config import parse_endpoint
+    from ito_training_mcp.secret_scan import value_kinds
+
+    if not isinstance(value, str) or len(value) > MAX_REVIEW_URL_CHARS or value != value.strip():
+        raise ValueError("must be an absolute URL")
+    try:
+        endpoint = parse_endpoint(value)
+    except ConfigRefusal:
+        raise ValueError("must be an absolute https URL without userinfo, query or fragment") from None
+    if not endpoint.path or value_kinds(value):
+        raise ValueError("must name a review page and hold no credential")
+    return value
+
+
+_REVIEW_SEGMENT = re.compile(r"[a-z0-9-]{1,32}")
+
+
+def review_path_names(url: str, request_id: str) -> bool:
+    """Is the path of this (already checked) review URL the page of `request_id`: short lowercase
+    words, then `/<request_id>` and nothing after? A sign-in link (`/desk/sign-in/<secret>`) is not:
+    its last segment is not this request's id, and a secret is no short lowercase word."""
+    path = urlsplit(url).path
+    segments = path.split("/")
+    return (len(segments) >= 2 and segments[0] == "" and segments[-1] == request_id
+            and all(_REVIEW_SEGMENT.fullmatch(segment) for segment in segments[1:-1]))
+
+
+Timestamp = Annotated[datetime, BeforeValidator(_timestamp)]
+ReviewUrl = Annotated[str, BeforeValidator(_review_url)]
+Money = Annotated[Decimal, BeforeValidator(_decimal_string)]
+Number = Annotated[float, BeforeValidator(_finite_number)]
+Id = Annotated[str, Field(pattern=ID_PATTERN)]
+Key = Annotated[str, Field(pattern=KEY_PATTERN)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Text = Annotated[StrictStr, Field(max_length=4096)]
+Code = Annotated[StrictStr, Field(max_length=128)]
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class TrainingCapabilities(_Response):
+    available: StrictBool
+    operations: list[Code] = Field(max_length=256)
+
+
+class Capabilities(_Response):
+    contract_version: Code
+    training: TrainingCapabilities
+
+
+class Me(_Response):
+    account_id: Id
+
+
+class GpuTopology(_Response):
+    gpu: Text
+    nodes: StrictInt = Field(ge=0, le=1_000_000)
+    gpus_per_node: StrictInt = Field(ge=0, le=1024)
+
+
+class Eligibility(_Response):
+    booking_id: Id
+    account_id: Id
+    eligible: StrictBool
+    reason: Code | None = None
+    gpu_topology: GpuTopology
+    region: Text
+    fabric: Text
+    term_ends_at: Timestamp
+    checked_at: Timestamp
+
+
+class Confirmation(_Response):
+    ref: Id
+    account_id: Id
+    action: Code
+    booking_id: Id | None = None
+    run_id: Id | None = None
+    manifest_sha256: Sha256 | None = None
+    max_cost_usd: Money
+    expires_at: Timestamp
+    consumed: StrictBool
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    VALIDATING = "validating"
+    RUNNING = "running"
+    GATE_FAILED = "gate_failed"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+    CLEANED_UP = "cleaned_up"
+
+
+TERMINAL_STATES = frozenset(
+    {RunState.GATE_FAILED, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.CLEANED_UP}
+)
+
+
+class StageGate(_Response):
+    status: Literal["pending", "passed", "failed"]
+    evals: dict[str, Any] = Field(default_factory=dict, max_length=256)
+
+
+class Stage(_Response):
+    name: Code
+    state: Code
+    gate: StageGate
+
+
+class Run(_Response):
+    run_id: Id
+    booking_id: Id
+    account_id: Id
+    manifest_sha256: Sha256
+    idempotency_key: Key
+    state: RunState
+    created_at: Timestamp
+    updated_at: Timestamp
+    stages: list[Stage] = Field(max_length=64)
+
+    def as_data(self) -> dict[str, Any]:
+        """The run as the envelope reports it: the backend's own words, JSON-safe."""
+        return self.model_dump(mode="json")
+
+
+class RunList(_Response):
+    runs: list[Run] = Field(max_length=1)
+
+
+class LogLine(_Response):
+    ts: Timestamp
+    stage: Code | None = None
+    message: Text
+
+
+class Logs(_Response):
+    lines: list[LogLine] = Field(max_length=1000)
+    next_cursor: Annotated[StrictStr, Field(max_length=512, pattern=r"^[A-Za-z0-9._:=-]+$")] | None = None
+
+
+class Metrics(_Response):
+    goodput: Number | None = None
+    interruption_rate: Number | None = None
+    checkpoint_bandwidth_gbps: Number | None = None
+    step: StrictInt | None = Field(default=None, ge=0)
+    loss: Number | None = None
+    cost_usd_to_date: Money | None = None
+
+
+class CheckpointInfo(_Response):
+    checkpoint_id: Id
+    step: StrictInt = Field(ge=0)
+    created_at: Timestamp
+    size_bytes: StrictInt = Field(ge=0)
+    uri: Text
+
+
+class Checkpoints(_Response):
+    checkpoints: list[CheckpointInfo] = Field(max_length=10_000)
+
+
+class CleanupResult(_Response):
+    run_id: Id
+    cleaned: list[Text] = Field(max_length=1000)
+    booking_untouched: StrictBool
+
+
+# ---------------------------------------------------------------------- the person's step
+
+
+RequestAction = Literal["training.create", "training.cancel", "training.cleanup"]
+RequestStatus = Literal["pending", "confirmed", "declined", "expired"]
+
+
+class ConfirmationRequest(_Response):
+    """A confirmation request: what a person decides at the desk. `confirmation_ref` is set iff confirmed."""
+
+    request_id: Id
+    account_id: Id
+    action: RequestAction
+    status: RequestStatus
+    booking_id: Id
+    run_id: Id | None = None
+    plan_id: Id | None = None
+    manifest_sha256: Sha256 | None = None
+    max_cost_usd: Money
+    review_url: ReviewUrl
+    expires_at: Timestamp
+    created_at: Timestamp
+    decided_at: Timestamp | None = None
+    confirmation_ref: Id | None = None
+
+    @model_validator(mode="after")
+    def _ref_iff_confirmed(self) -> ConfirmationRequest:
+        if (self.confirmation_ref is not None) != (self.status == "confirmed"):
+            raise ValueError("confirmation_ref is set iff the request is confirmed")
+        if not review_path_names(self.review_url, self.request_id):
+            raise ValueError("review_url must be the page of this request")
+        return self
+
+
+class PlanCheck(_Response):
+    name: Code
+    status: Literal["passed", "failed"]
+    reason: Code | None = None
+    message: Annotated[StrictStr, Field(max_length=1024)] | None = None
+
+
+class Estimate(_Response):
+    usd: Money
+    gpu_hours: Number = Field(ge=0)
+    basis: Annotated[StrictStr, Field(max_length=1024)]
+
+
+class Plan(_Response):
+    """A training plan: the backend's own validation of the manifest bytes, its estimate, and (iff every
+    check passed) the pending `training.create` request it opened."""
+
+    plan_id: Id
+    account_id: Id
+    booking_id: Id
+    manifest_sha256: Sha256
+    valid: StrictBool
+    checks: list[PlanCheck] = Field(min_length=1, max_length=32)
+    estimate: Estimate | None = None
+    confirmation_request: ConfirmationRequest | None = None
+    created_at: Timestamp
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Plan:
+        if self.valid != all(check.status == "passed" for check in self.checks):
+            raise ValueError("valid must say whether every check passed")
+        if self.valid != (self.confirmation_request is not None):
+            raise ValueError("a request is opened iff the plan is valid")
+        return self
+
+
+class ErrorDetail(_Response):
+    code: Code
+    message: StrictStr | None = None
+    reason: Code | None = None
+
+
+class ErrorBody(_Response):
+    error: ErrorDetail

@@ -1,0 +1,514 @@
+"""What each tool's `data` holds, typed, and the per-tool envelope schema published as `outputSchema`.
+
+The data models are TypedDicts because the core returns plain dicts: these describe those dicts
+exactly (`additionalProperties: false`, every key the core always sends is required, optional
+keys are `NotRequired`). Only what the backend relays verbatim stays open: a stage gate's
+`evals` and a refusal's `details`. tests/test_output_schemas.py drives every tool through
+success and refusal and validates each envelope against its tool's schema, and a suite-wide
+guard (tests/envelope_schema_guard.py) does the same for every envelope any test produces.
+
+The envelope schema says what the contract says: `ok: true` carries `data` and no `error`,
+`ok: false` carries `error` and no `data`. It is written in the part of JSON Schema that draft-07,
+2020-12 and the LLM vendors' subsets share, so any client can compile it: a root `anyOf` of two
+closed object branches told apart by `ok` (`enum: [true]` / `enum: [false]`), every `$ref`
+inlined, no `const` (a one-value `enum` says the same; Gemini's subset lacks `const`), no
+`dependentSchemas`, `not`, `if`/`then` or `$defs`. tests/test_output_schemas.py checks every
+schema against the draft-07 and 2020-12 metaschemas and validates real envelopes with both.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import ConfigDict, Field, TypeAdapter, with_config
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
+
+from ito_training_mcp.gates.inputs import ID_PATTERN, KEY_PATTERN
+
+Schema = dict[str, Any]
+
+_EXACT = with_config(ConfigDict(extra="forbid"))
+
+Id = Annotated[str, Field(pattern=ID_PATTERN)]
+Key = Annotated[str, Field(pattern=KEY_PATTERN)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"}, description="RFC 3339, UTC.")]
+Money = Annotated[str, Field(pattern=r"^-?[0-9]+(\.[0-9]+)?$", description="Decimal USD, as a string.")]
+RunState = Literal[
+    "queued", "validating", "running", "gate_failed", "succeeded", "failed", "cancelling", "cancelled", "cleaned_up"
+]
+
+
+# ---------------------------------------------------------------------- shared pieces
+
+
+@_EXACT
+class StageGate(TypedDict):
+    status: Literal["pending", "passed", "failed"]
+    evals: Annotated[dict[str, Any], Field(description="The backend's eval results, exactly as reported.")]
+
+
+@_EXACT
+class Stage(TypedDict):
+    name: str
+    state: str
+    gate: StageGate
+
+
+@_EXACT
+class GpuTopology(TypedDict):
+    gpu: str
+    nodes: int
+    gpus_per_node: int
+
+
+@_EXACT
+class Booking(TypedDict):
+    booking_id: Id
+    account_id: Id
+    eligible: bool
+    reason: str | None
+    gpu_topology: GpuTopology
+    region: str
+    fabric: str
+    term_ends_at: Timestamp
+    checked_at: Timestamp
+
+
+@_EXACT
+class Wait(TypedDict):
+    requested_s: Annotated[int, Field(description="wait_seconds as asked.")]
+    limit_s: Annotated[int, Field(description="The most one call waits on this server (ITO_TRAINING_MAX_WAIT_S).")]
+    clamped: Annotated[bool, Field(description="True when wait_seconds was above limit_s and was cut to it.")]
+    waited_s: float
+    timed_out: Annotated[bool, Field(description="True when the wait ended before the awaited change.")]
+
+
+# ---------------------------------------------------------------------- one model per tool
+
+
+@_EXACT
+class AvailabilityData(TypedDict):
+    """check_training_availability."""
+
+    available: Literal[True]
+    contract_version: str
+    operations: list[str]
+    booking: Booking | None
+    account_id: NotRequired[Id]
+
+
+@_EXACT
+class ModelReview(TypedDict):
+    name: str
+    parameter_count: int
+    size: str
+    revision: str
+
+
+@_EXACT
+class DecontaminationReview(TypedDict):
+    method: str
+    eval_suites: list[str]
+    report: str
+    checked_at: str
+
+
+@_EXACT
+class DataReview(TypedDict):
+    name: str
+    uri: str
+    revision: str | None
+    decontamination: DecontaminationReview
+
+
+@_EXACT
+class BudgetReview(TypedDict):
+    ceiling_usd: Money
+    max_incremental_cost_usd: Money
+
+
+@_EXACT
+class CheckpointPolicyReview(TypedDict):
+    interval_steps: int
+    retain_last: int
+    storage: str
+
+
+@_EXACT
+class ManifestReview(TypedDict):
+    model: ModelReview
+    target: Literal["pretrain", "continued_pretrain", "fine_tune", "rl"]
+    data: list[DataReview]
+    post_training: list[Literal["sft", "dpo", "rlvr"]]
+    budget: BudgetReview
+    checkpoints: CheckpointPolicyReview
+    description: str | None
+
+
+@_EXACT
+class DigestData(TypedDict):
+    """digest_manifest."""
+
+    path: str
+    sha256: Sha256
+    size_bytes: int
+    schema_version: Literal["ito.training.manifest.v1"]
+    review: ManifestReview
+    review_text: str
+
+
+@_EXACT
+class SubmissionData(TypedDict):
+    """submit_training."""
+
+    booking_id: Id
+    run_id: Id
+    manifest_sha256: Sha256
+    idempotency_key: Key
+    state: RunState
+    created: bool
+    recovered_after_ambiguous_response: bool
+    account_id: Id
+    created_at: Timestamp
+    updated_at: Timestamp
+    stages: list[Stage]
+
+
+@_EXACT
+class RunStatusData(TypedDict):
+    """training_status, when the run exists."""
+
+    run_id: Id
+    booking_id: Id
+    account_id: Id
+    manifest_sha256: Sha256
+    idempotency_key: Key
+    state: RunState
+    created_at: Timestamp
+    updated_at: Timestamp
+    stages: list[Stage]
+    found: Literal[True]
+    terminal: bool
+    failed_gates: list[str]
+    wait: Wait
+
+
+@_EXACT
+class NoRunData(TypedDict):
+    """training_status by idempotency key, when no run exists for it."""
+
+    found: Literal[False]
+    idempotency_key: Key
+    run_id: None
+    state: None
+
+
+StatusData = RunStatusData | NoRunData
+
+
+@_EXACT
+class LogLine(TypedDict):
+    ts: Timestamp
+    stage: str | None
+    message: str
+
+
+@_EXACT
+class LogsData(TypedDict):
+    """training_logs."""
+
+    run_id: Id
+    lines: list[LogLine]
+    next_cursor: Annotated[str, Field(pattern=r"^[A-Za-z0-9._:=-]+$")] | None
+
+
+@_EXACT
+class MetricsData(TypedDict):
+    """training_metrics."""
+
+    run_id: Id
+    goodput: float | None
+    interruption_rate: float | None
+    checkpoint_bandwidth_gbps: float | None
+    step: int | None
+    loss: float | None
+    cost_usd_to_date: Money | None
+
+
+@_EXACT
+class Checkpoint(TypedDict):
+    checkpoint_id: Id
+    step: int
+    created_at: Timestamp
+    size_bytes: int
+    uri: str
+
+
+@_EXACT
+class CheckpointsData(TypedDict):
+    """list_checkpoints."""
+
+    run_id: Id
+    checkpoints: list[Checkpoint]
+
+
+@_EXACT
+class CancelData(TypedDict):
+    """cancel_training: the run as it now is, and this action's own key."""
+
+    run_id: Id
+    booking_id: Id
+    account_id: Id
+    manifest_sha256: Sha256
+    state: RunState
+    created_at: Timestamp
+    updated_at: Timestamp
+    stages: list[Stage]
+    found: Literal[True]
+    terminal: bool
+    failed_gates: list[str]
+    submit_idempotency_key: Key
+    action: Literal["cancel"]
+    idempotency_key: Key
+    recovered_after_ambiguous_response: bool
+
+
+@_EXACT
+class CleanupData(TypedDict):
+    """cleanup_training."""
+
+    cleaned: list[str]
+    booking_untouched: Literal[True]
+    action: Literal["cleanup"]
+    run_id: Id
+    idempotency_key: Key
+    recovered_after_ambiguous_response: bool
+
+
+# ---------------------------------------------------------------------- the person's step
+
+RequestAction = Literal["training.create", "training.cancel", "training.cleanup"]
+RequestStatus = Literal["pending", "confirmed", "declined", "expired"]
+ReviewUrl = Annotated[str, Field(
+    json_schema_extra={"format": "uri"},
+    description="Where the user reviews and decides, at the Itô desk. Carries no sign-in: they sign in themselves.",
+)]
+
+
+@_EXACT
+class PlanCheck(TypedDict):
+    name: str
+    status: Literal["passed", "failed"]
+    reason: str | None
+    message: str | None
+
+
+@_EXACT
+class Estimate(TypedDict):
+    usd: Money
+    gpu_hours: float
+    basis: Annotated[str, Field(description="How the backend computed the estimate. An estimate, not a cap.")]
+
+
+@_EXACT
+class OpenedRequest(TypedDict):
+    request_id: Id
+    action: Literal["training.create"]
+    status: Literal["pending"]
+    review_url: ReviewUrl
+    expires_at: Timestamp
+    max_cost_usd: Money
+
+
+@_EXACT
+class Elicitation(TypedDict):
+    """Present when the review link was offered through the client (URL-mode elicitation)."""
+
+    mode: Literal["url"]
+    user_action: Annotated[
+        Literal["accept", "decline", "cancel", "unanswered"],
+        Field(description="What the user did with the offered link. Never a confirmation."),
+    ]
+    request_id: Id
+
+
+@_EXACT
+class PlanData(TypedDict):
+    """plan_training."""
+
+    plan_id: Id
+    booking_id: Id
+    account_id: Id
+    manifest_sha256: Sha256
+    valid: Annotated[bool, Field(description="True iff every server-side check passed; only then is a request open.")]
+    checks: list[PlanCheck]
+    failed_checks: list[str]
+    estimate: Estimate | None
+    confirmation_request: OpenedRequest | None
+    max_cost_usd: Money
+    created_at: Timestamp
+    review: ManifestReview
+    review_text: str
+    elicitation: NotRequired[Elicitation]
+
+
+@_EXACT
+class RequestData(TypedDict):
+    """request_confirmation."""
+
+    request_id: Id
+    action: Literal["training.cancel", "training.cleanup"]
+    status: Literal["pending"]
+    review_url: ReviewUrl
+    expires_at: Timestamp
+    run_id: Id
+    booking_id: Id
+    elicitation: NotRequired[Elicitation]
+
+
+@_EXACT
+class ConfirmationStatusData(TypedDict):
+    """confirmation_status."""
+
+    request_id: Id
+    action: RequestAction
+    status: RequestStatus
+    confirmation_ref: Annotated[Id | None, Field(description="Set only when status is confirmed.")]
+    next_tool: Annotated[
+        Literal["submit_training", "cancel_training", "cleanup_training"] | None,
+        Field(description="The tool to call with confirmation_ref, when confirmed."),
+    ]
+    booking_id: Id
+    run_id: Id | None
+    plan_id: Id | None
+    manifest_sha256: Sha256 | None
+    max_cost_usd: Money
+    review_url: ReviewUrl
+    expires_at: Timestamp
+    decided_at: Timestamp | None
+    wait: Wait
+
+
+# ---------------------------------------------------------------------- schema generation
+
+
+def inline_refs(schema: Schema) -> Schema:
+    """The same schema with every local `#/$defs/...` reference replaced by its target, and no `$defs`.
+
+    Generated schemas here are acyclic; a cycle would be a defect, so it raises rather than loops.
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+
+    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [resolve(item, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            name = ref.removeprefix("#/$defs/")
+            if name == ref or name not in defs or name in seen:
+                raise ValueError(f"cannot inline reference {ref!r}")
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return {**resolve(defs[name], (*seen, name)), **resolve(siblings, seen)}
+        return {k: resolve(v, seen) for k, v in node.items() if k != "$defs"}
+
+    resolved: Schema = resolve(schema, ())
+    return resolved
+
+
+def _strip_titles(node: Any) -> Any:
+    """Drop the generated per-field `title`s ("Run Id"): names and descriptions already say it."""
+    if isinstance(node, list):
+        return [_strip_titles(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    # A string under "title" is the keyword; a property named "title" would hold a dict and stays.
+    return {k: _strip_titles(v) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+
+
+@cache
+def data_schema(model: Any) -> Schema:
+    """The JSON Schema of one tool's `data`, inlined."""
+    schema: Schema = _strip_titles(inline_refs(TypeAdapter(model).json_schema()))
+    return schema
+
+
+@cache
+def error_schema() -> Schema:
+    from ito_training_mcp.envelope import ErrorInfo
+
+    schema: Schema = _strip_titles(inline_refs(ErrorInfo.model_json_schema()))
+    return schema
+
+
+def portable(node: Any) -> Any:
+    """The same schema with every `const` written as a one-value `enum`.
+
+    Both mean the same in draft-07 and 2020-12; Gemini's schema subset has `enum` but no `const`.
+    """
+    if isinstance(node, list):
+        return [portable(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    # A dict under "const" would be a property of that name (a schema), not the keyword: kept as is.
+    keyword = "const" in node and not isinstance(node["const"], dict)
+    out = {k: portable(v) for k, v in node.items() if not (keyword and k == "const")}
+    if keyword:
+        out["enum"] = [node["const"]]
+    return out
+
+
+def envelope_schema(tool: str, data_model: Any) -> Schema:
+    """The tool's `outputSchema`: the envelope with this tool's typed `data`.
+
+    The root lists what every envelope has; an `anyOf` of two closed object branches, told apart by
+    the value of `ok`, says which of `data` and `error` comes with it.
+    """
+    head: Schema = {
+        "live_api_contacted": {
+            "type": "boolean",
+            "description": "True iff at least one request left this process for the Itô backend during this call.",
+        },
+        "notice": {"type": "string", "description": "Plain-language instruction for the agent: the one next step."},
+    }
+    success: Schema = {
+        "type": "object",
+        "description": "The operation succeeded: data, and no error.",
+        "properties": {
+            "ok": {"type": "boolean", "enum": [True], "description": "True: the operation succeeded."},
+            **copy.deepcopy(head),
+            "data": {**copy.deepcopy(data_schema(data_model)), "description": "The result."},
+        },
+        "required": ["ok", "live_api_contacted", "notice", "data"],
+        "additionalProperties": False,
+    }
+    failure: Schema = {
+        "type": "object",
+        "description": "A refusal: error, and no data. Stop; do not work around it; hand control back.",
+        "properties": {
+            "ok": {"type": "boolean", "enum": [False], "description": "False: the operation was refused."},
+            **copy.deepcopy(head),
+            "error": {**copy.deepcopy(error_schema()), "description": "The refusal."},
+        },
+        "required": ["ok", "live_api_contacted", "notice", "error"],
+        "additionalProperties": False,
+    }
+    schema: Schema = {
+        "type": "object",
+        "title": f"{tool}Result",
+        "description": "The envelope. ok: true carries data; ok: false carries error and means stop, do not "
+                       "work around it, hand control back.",
+        "properties": {
+            "ok": {"type": "boolean", "description": "True iff the operation succeeded."},
+            **copy.deepcopy(head),
+        },
+        "required": ["ok", "live_api_contacted", "notice"],
+        # Exclusive: the branches' `ok` values differ, so at most one holds (an `anyOf` that acts as `oneOf`).
+        "anyOf": [success, failure],
+    }
+    result: Schema = portable(schema)
+    return result
