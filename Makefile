@@ -14,13 +14,13 @@ CONFORMANCE_STAMP := .conformance/.installed-$(CONFORMANCE_VERSION)-node-$(CONFO
 
 .PHONY: install lock inspector wheelhouse browser demo test lint typecheck pytest bench clean
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+$(STAMP): pyproject.toml reference/pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --constraint $(CONSTRAINTS) --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check --constraint $(CONSTRAINTS) -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --constraint $(CONSTRAINTS) -e '.[dev]' -e ./reference
 	@# The optional 'icu' extra (a faster NFKC for the secret scanner) has wheels for Linux x86_64 (glibc 2.35+),
 	@# Linux aarch64 (glibc 2.38+) and macOS arm64 only: elsewhere the scanner keeps unicodedata, and the install goes on.
-	$(PY) -m pip install --quiet --disable-pip-version-check --constraint $(CONSTRAINTS) -e '.[dev,icu]' \
+	$(PY) -m pip install --quiet --disable-pip-version-check --constraint $(CONSTRAINTS) -e '.[dev,icu]' -e ./reference \
 	  || echo "make install: the optional icu extra did not install (no wheel for this platform?); the secret scanner normalises with unicodedata"
 	touch $(STAMP)
 
@@ -87,10 +87,10 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check ito_training_mcp tests examples bench
+	$(VENV)/bin/ruff check ito_training_mcp reference tests examples bench
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy --strict ito_training_mcp
+	$(VENV)/bin/mypy --strict ito_training_mcp reference/ito_training_reference
 
 # What the suite needs besides .venv, each installed on first use: the Inspector and the conformance suite (npm,
 # into the checkout), the wheelhouse (pip download), and Debian's chromium (apt-get, only as root; or

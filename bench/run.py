@@ -93,7 +93,7 @@ async def cold_start_once(args: list[str]) -> tuple[float, int]:
 
 
 LAZY_MODULES = (
-    "ito_training_mcp.backend.client", "ito_training_mcp.backend.models", "ito_training_mcp.reference_backend",
+    "ito_training_mcp.backend.client", "ito_training_mcp.backend.models", "ito_training_reference",
     "ito_training_mcp.secret_scan", "ito_training_mcp.doors.cli.main", "httpx",
 )
 _PROBE = (
@@ -446,7 +446,7 @@ def to_json(res: Result) -> dict[str, Any]:
 
 
 async def run_all(plan: Plan, progress: Callable[[str], None], only: str | None = None) -> list[Result]:
-    from ito_training_mcp.reference_backend import ReferenceBackend
+    from ito_training_reference import ReferenceBackend
 
     results: list[Result] = []
     workdir = Path(tempfile.mkdtemp(prefix="ito-bench-"))  # mode 0700, owned by us: a safe manifest home

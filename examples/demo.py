@@ -124,7 +124,7 @@ class Desk:
     decision). The operator only mints the single-use sign-in link, as `ito-training desk login-link` does."""
 
     def __init__(self, backend: Any, account: str) -> None:
-        from ito_training_mcp.reference_backend.desk.person import Person
+        from ito_training_reference.desk.person import Person
 
         link = backend.op.login_link(account)
         operator(f"mints a single-use sign-in link for account {account} (ito-training desk login-link --account "
@@ -150,7 +150,7 @@ class Desk:
 
 
 async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> None:
-    from ito_training_mcp.reference_backend import ReferenceBackend
+    from ito_training_reference import ReferenceBackend
 
     with ReferenceBackend(db_path=str(workdir / "backend.sqlite3")) as backend:
         op = backend.op

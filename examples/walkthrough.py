@@ -111,7 +111,7 @@ class Browser:
     """The person's browser at the desk: a sign-in link from the operator, then their own session."""
 
     def __init__(self, terminal: Terminal, account: str) -> None:
-        from ito_training_mcp.reference_backend.desk.person import Person
+        from ito_training_reference.desk.person import Person
 
         link = terminal.desk("login-link", "--account", account, why="a single-use sign-in link for the person")
         print(f"{'':<44} {'':<28} expires {link['expires_at']}")

@@ -139,7 +139,7 @@ def server_command() -> list[str]:
 @pytest.fixture
 def backend() -> Iterator[Any]:
     """A fresh reference backend on loopback (real HTTP, real SQLite), stopped after the test."""
-    from ito_training_mcp.reference_backend import ReferenceBackend
+    from ito_training_reference import ReferenceBackend
 
     with ReferenceBackend() as running:
         yield running

@@ -221,8 +221,8 @@ def _bookings(steps: list[Step]) -> set[str]:
 
 def _world(stack: ExitStack, steps: list[Step], home: Path, tmp: Path) -> tuple[dict[str, str], set[str]]:
     """A reference backend with what the text assumes; returns the overrides and the secrets to look for."""
-    from ito_training_mcp.reference_backend import ReferenceBackend
     from ito_training_mcp.service import TrainingService
+    from ito_training_reference import ReferenceBackend
 
     backend = stack.enter_context(ReferenceBackend())
     op = backend.op

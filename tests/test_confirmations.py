@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS, review_path_names
 from ito_training_mcp.envelope import Envelope
-from ito_training_mcp.reference_backend import ReferenceBackend, reviews
 from ito_training_mcp.service import TrainingService
+from ito_training_reference import ReferenceBackend, reviews
 
 from .conftest import CANARY_GITHUB, ClientFactory, World, WriteFile
 

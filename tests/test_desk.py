@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ito_training_mcp.reference_backend import DeskError, Person, ReferenceBackend, reviews
-from ito_training_mcp.reference_backend.desk import session as desk_session
-from ito_training_mcp.reference_backend.store import Store
+from ito_training_reference import DeskError, Person, ReferenceBackend, reviews
+from ito_training_reference.desk import session as desk_session
+from ito_training_reference.store import Store
 
 from .test_reference_backend import DOC, MANIFEST, sha
 
@@ -528,7 +528,7 @@ def test_every_character_that_draws_as_nothing_is_shown_as_its_code_point_on_the
     """The desk escapes the product's whole `invisible` class (Hangul fillers, variation selectors,
     tags, braille blank ...), not only controls and format characters."""
     from ito_training_mcp.egress.invisible import INVISIBLE_POINTS
-    from ito_training_mcp.reference_backend.desk.render import esc
+    from ito_training_reference.desk.render import esc
 
     for point in sorted(INVISIBLE_POINTS):
         shown = esc(f"org/m{chr(point)}odel")

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from ito_training_mcp.reference_backend import ReferenceBackend
+from ito_training_reference import ReferenceBackend
 
 from .test_desk import HIDDEN, HOSTILE, insert_request
 from .test_reference_backend import DOC, MANIFEST, sha
@@ -152,8 +152,8 @@ def test_reused_and_expired_links(page: Any, rb: ReferenceBackend, account: Acco
     response = page.goto(link)
     assert response.status == 410 and "already been used" in page.inner_text("main")
     page.screenshot(path=str(tmp_path / "used.png"))
-    from ito_training_mcp.reference_backend.desk.session import mint_link
-    from ito_training_mcp.reference_backend.store import Store
+    from ito_training_reference.desk.session import mint_link
+    from ito_training_reference.store import Store
 
     store = Store(rb.db_path)
     try:

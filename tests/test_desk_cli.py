@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from ito_training_mcp.doors.cli.main import run as main_run
-from ito_training_mcp.reference_backend import ReferenceBackend
-from ito_training_mcp.reference_backend.cli import main as backend_main
-from ito_training_mcp.reference_backend.desk_cli import run
-from ito_training_mcp.reference_backend.store import Store
+from ito_training_reference import ReferenceBackend
+from ito_training_reference.cli import main as backend_main
+from ito_training_reference.desk_cli import run
+from ito_training_reference.store import Store
 
 from .test_reference_backend import MANIFEST, sha, variant
 

@@ -14,7 +14,7 @@ import anyio
 import httpx
 import pytest
 
-from ito_training_mcp.reference_backend import ReferenceBackend
+from ito_training_reference import ReferenceBackend
 
 from .test_desk import Clock, Tenant, variant
 from .test_reference_backend import DOC

@@ -10,8 +10,8 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from ito_training_mcp.reference_backend import ReferenceBackend
-from ito_training_mcp.reference_backend.desk import session as desk_session
+from ito_training_reference import ReferenceBackend
+from ito_training_reference.desk import session as desk_session
 
 from .test_desk import Clock, Tenant, browser_headers, post_form, variant
 

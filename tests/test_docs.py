@@ -152,7 +152,7 @@ def _contract_tools() -> dict[str, set[str]]:
 
 def test_the_contract_documents_every_setting() -> None:
     package = set()
-    for path in (REPO / "ito_training_mcp").rglob("*.py"):
+    for path in [*(REPO / "ito_training_mcp").rglob("*.py"), *(REPO / "reference").rglob("*.py")]:
         package |= set(re.findall(r"\bITO_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
     settings = _section(CONTRACT.read_text(), 8)
     documented = set(re.findall(r"\bITO_[A-Z][A-Z0-9_]*[A-Z0-9]\b", settings))
@@ -201,8 +201,8 @@ DELEGATED: dict[str, Callable[[], argparse.ArgumentParser]] = {}
 def _delegated() -> dict[str, Callable[[], argparse.ArgumentParser]]:
     if not DELEGATED:
         from ito_training_mcp.doors.cli import skill_install
-        from ito_training_mcp.reference_backend import cli as backend_cli
-        from ito_training_mcp.reference_backend import desk_cli
+        from ito_training_reference import cli as backend_cli
+        from ito_training_reference import desk_cli
 
         DELEGATED.update({"backend": backend_cli.build_parser, "desk": desk_cli.build_parser,
                           "skill": skill_install._parser})

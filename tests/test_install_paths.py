@@ -111,6 +111,14 @@ def test_pip_the_installed_commands_run(pip_installed: Path, tmp_path: Path) -> 
     assert envelope["error"]["code"] == "TRAINING_UNAVAILABLE" and envelope["live_api_contacted"] is False
 
 
+def test_pip_without_the_reference_backend_says_how_to_install_it(pip_installed: Path, tmp_path: Path) -> None:
+    for command in ("backend", "desk"):
+        proc = subprocess.run([str(pip_installed / "ito-training"), command, "--help"], capture_output=True,
+                              text=True, timeout=60, cwd=tmp_path, env=clean_env())
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert "pip install ito-training-reference" in proc.stderr and "pip install ./reference" in proc.stderr
+
+
 def test_pip_the_readme_skill_install_lines(pip_installed: Path, tmp_path: Path) -> None:
     """Run as shown, with HOME and DIR pointing into a temporary directory."""
     home = tmp_path / "home"

@@ -23,8 +23,8 @@ import anyio
 import pytest
 
 from ito_training_mcp.doors.cli import main as cli
-from ito_training_mcp.reference_backend.harness import OperatorError
 from ito_training_mcp.service import TrainingService
+from ito_training_reference.harness import OperatorError
 
 from .conftest import ClientFactory, World
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ito_training_mcp.reference_backend import ReferenceBackend
-from ito_training_mcp.reference_backend.desk_cli import run
-from ito_training_mcp.reference_backend.operator_auth import (
+from ito_training_reference import ReferenceBackend
+from ito_training_reference.desk_cli import run
+from ito_training_reference.operator_auth import (
     MAX_OUTSTANDING,
     NONCE_TTL_S,
     Verifier,
@@ -27,7 +27,7 @@ from ito_training_mcp.reference_backend.operator_auth import (
     parse,
     sign,
 )
-from ito_training_mcp.reference_backend.operator_client import OperatorClient
+from ito_training_reference.operator_client import OperatorClient
 
 CANNED = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n"
           b"Connection: close\r\n\r\n{\"requests\": []}")
@@ -234,7 +234,7 @@ def test_a_nonce_is_used_up_even_when_the_announced_body_is_too_large(rb: Refere
 
 
 def test_answers_to_signed_requests_are_signed_and_the_client_checks(rb: ReferenceBackend) -> None:
-    from ito_training_mcp.reference_backend.operator_auth import RESPONSE_HEADER, response_signature
+    from ito_training_reference.operator_auth import RESPONSE_HEADER, response_signature
 
     url = httpx.URL(rb.url)
     assert url.port is not None

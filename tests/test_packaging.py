@@ -47,7 +47,8 @@ def test_the_sdist_and_the_wheel_carry_the_skill_and_the_license(built_dist: tup
         metadata = archive.read(f"ito_training_mcp-{__version__}.dist-info/METADATA").decode()
     assert f"ito_training_mcp-{__version__}.dist-info/licenses/LICENSE" in members
     assert "License-Expression: Apache-2.0" in metadata
-    assert not any(m.startswith(("tests/", "skill/", "examples/")) for m in members)
+    assert not any(m.startswith(("tests/", "skill/", "examples/", "reference/", "ito_training_reference/"))
+                   for m in members)  # the reference backend is a distribution of its own
 
 
 def test_the_installed_package_reads_its_own_copy(pip_installed: Path, tmp_path: Path) -> None:
@@ -160,9 +161,9 @@ def test_the_lock_pins_every_dependency_within_the_declared_ranges() -> None:
 
 def test_make_install_uses_the_lock() -> None:
     makefile = (REPO / "Makefile").read_text()
-    assert "--constraint $(CONSTRAINTS) -e '.[dev]'" in makefile
-    assert "--constraint $(CONSTRAINTS) -e '.[dev,icu]' \\\n\t  || echo" in makefile  # where a wheel exists
-    assert re.search(r"^\$\(STAMP\): pyproject.toml \$\(CONSTRAINTS\)$", makefile, re.MULTILINE)
+    assert "--constraint $(CONSTRAINTS) -e '.[dev]' -e ./reference" in makefile
+    assert re.search(r"^\$\(STAMP\): pyproject.toml reference/pyproject.toml \$\(CONSTRAINTS\)$", makefile,
+                     re.MULTILINE)
     assert re.search(r"^lock:$", makefile, re.MULTILINE)
 
 

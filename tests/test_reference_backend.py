@@ -26,10 +26,10 @@ import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from ito_training_mcp.reference_backend import OperatorError, ReferenceBackend, create_app
-from ito_training_mcp.reference_backend.cli import main as backend_main
-from ito_training_mcp.reference_backend.cli import operator_token
-from ito_training_mcp.reference_backend.operator_auth import NONCE_PATH
+from ito_training_reference import OperatorError, ReferenceBackend, create_app
+from ito_training_reference.cli import main as backend_main
+from ito_training_reference.cli import operator_token
+from ito_training_reference.operator_auth import NONCE_PATH
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = (REPO / "examples" / "manifest.json").read_bytes()
@@ -742,7 +742,7 @@ def test_cli_refuses_non_loopback_and_keeps_the_token_file_private(tmp_path: Pat
 def test_cli_serves_and_never_prints_the_token(tmp_path: Path) -> None:
     token_file = tmp_path / "op-token"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ito_training_mcp.reference_backend", "--port", "0", "--db", str(tmp_path / "db"),
+        [sys.executable, "-m", "ito_training_reference", "--port", "0", "--db", str(tmp_path / "db"),
          "--operator-token-file", str(token_file)],
         stderr=subprocess.PIPE, text=True,
     )
@@ -763,6 +763,6 @@ def test_cli_serves_and_never_prints_the_token(tmp_path: Path) -> None:
 
 def test_the_package_never_imports_the_reference_backend() -> None:
     code_ = ("import sys, ito_training_mcp.doors.cli.main, ito_training_mcp.doors.mcp.server, ito_training_mcp.service; "
-             "print(any(m.startswith('ito_training_mcp.reference_backend') for m in sys.modules))")
+             "print(any(m.startswith('ito_training_reference') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ito_training_mcp.reference_backend import OperatorError, ReferenceBackend, reviews
-from ito_training_mcp.reference_backend.policy import CHECK_NAMES
+from ito_training_reference import OperatorError, ReferenceBackend, reviews
+from ito_training_reference.policy import CHECK_NAMES
 
 from . import test_reference_backend as base
 from .test_desk import Clock
@@ -351,7 +351,7 @@ def test_host_header_never_shapes_links(rb: ReferenceBackend, tenant: Tenant) ->
 
 @pytest.mark.parametrize("bad", ["ftp://x", "https://u:p@x", "https://x/path", "https://x?q=1", "not a url"])
 def test_public_url_must_be_an_origin(tmp_path: Any, bad: str) -> None:
-    from ito_training_mcp.reference_backend import create_app
+    from ito_training_reference import create_app
 
     with pytest.raises(ValueError, match="public_url"):
         create_app(str(tmp_path / "db"), operator_token="o" * 32, public_url=bad)

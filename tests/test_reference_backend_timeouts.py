@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from ito_training_mcp.reference_backend import ReferenceBackend
-from ito_training_mcp.reference_backend.serving import guarded_protocol
+from ito_training_reference import ReferenceBackend
+from ito_training_reference.serving import guarded_protocol
 
 TEST_BOUND_S = 30.0  # far above every deadline below: only a hang fails on it
 

@@ -131,7 +131,7 @@ def test_cli_usage_error_never_echoes_what_was_typed() -> None:
 def test_the_mcp_server_and_the_reference_backend_do_not_share_a_default_port() -> None:
     """They often run side by side (the README's path): the server's --port must not default to 8765."""
     from ito_training_mcp.doors.mcp import main as server_main
-    from ito_training_mcp.reference_backend import cli as backend_cli
+    from ito_training_reference import cli as backend_cli
 
     server_port = server_main._parser().parse_args([]).port
     assert server_port != backend_cli.build_parser().parse_args([]).port

@@ -72,7 +72,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def http_world() -> Iterator[World]:
-    from ito_training_mcp.reference_backend import ReferenceBackend
+    from ito_training_reference import ReferenceBackend
 
     with ReferenceBackend() as backend:
         yield World(backend)

@@ -93,7 +93,7 @@ async def test_faults_on_create_never_make_a_second_run(
 
 async def test_a_redirect_is_never_followed(connect: ClientFactory, fast_world: World, manifest_path: str) -> None:
     """The redirect target is a second reference backend: it must see nothing, above all no token."""
-    from ito_training_mcp.reference_backend import ReferenceBackend
+    from ito_training_reference import ReferenceBackend
 
     world = fast_world
     with ReferenceBackend() as elsewhere:

@@ -223,16 +223,32 @@ def interrupted_envelope() -> Envelope:
                         "you want to.")
 
 
+REFERENCE_MISSING = (
+    "{prog} {command}: the reference backend is not installed. It is a separate package: install it with "
+    "'pip install ito-training-reference' (from a checkout of this repository: 'pip install ./reference').\n"
+)
+
+
+def _reference(command: str, argv: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
+    """`backend` and `desk` belong to the reference backend, a package of its own: loaded only here."""
+    try:
+        if command == "backend":
+            from ito_training_reference import main as backend_main
+
+            return backend_main(argv)
+        from ito_training_reference.desk_cli import run as desk_run
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith("ito_training_reference"):
+            raise
+        stderr.write(REFERENCE_MISSING.format(prog=PROG, command=command))
+        return 2
+    return desk_run(argv, stdout=stdout, stderr=stderr)
+
+
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     """Parse, dispatch to the core, print. Never raises for bad input."""
-    if list(argv[:1]) == ["backend"]:
-        from ito_training_mcp.reference_backend import main as backend_main
-
-        return backend_main(list(argv[1:]))
-    if list(argv[:1]) == ["desk"]:
-        from ito_training_mcp.reference_backend.desk_cli import run as desk_run
-
-        return desk_run(list(argv[1:]), stdout=stdout, stderr=stderr)
+    if list(argv[:1]) in (["backend"], ["desk"]):
+        return _reference(argv[0], list(argv[1:]), stdout=stdout, stderr=stderr)
     if list(argv[:1]) == ["skill"] or list(argv[:2]) == ["--json", "skill"]:
         from ito_training_mcp.doors.cli import skill_install
 
