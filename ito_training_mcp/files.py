@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
-from ito_training_mcp.gates.config import is_normalised_absolute
 
 MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255
@@ -29,6 +28,15 @@ _SPECIAL_TREES = ("/proc", "/sys", "/dev")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def is_normalised_absolute(path: str) -> bool:
+    """Absolute, no NUL, no empty, '.' or '..' component, no trailing slash (except '/' itself)."""
+    if not path.startswith("/") or "\x00" in path:
+        return False
+    if path == "/":
+        return True
+    return all(part not in ("", ".", "..") for part in path[1:].split("/"))
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,7 @@ def _refuse(code: ErrorCode, message: str, check: str) -> ManifestRefusal:
     return ManifestRefusal(code, message, check=check)
 
 
-def _special_devices() -> frozenset[int]:
+def special_devices() -> frozenset[int]:
     devices: set[int] = set()
     for tree in _SPECIAL_TREES:
         try:
@@ -170,10 +178,10 @@ def read_regular_file(
     text = validate_path_text(path, roots)
     components = text[1:].split("/")
     uid = os.geteuid()
-    special = _special_devices()
+    special = special_devices()
     hooks = hooks or ReadHooks()
 
-    dir_fd = _walk_to_parent(components, uid)
+    dir_fd = walk_to_parent(components, uid)
     try:
         read = _read_leaf(text, components[-1], dir_fd, uid, special, max_bytes, require_mode_0600, hooks)
     finally:
@@ -184,7 +192,7 @@ def read_regular_file(
     return FileBytes(path=text, content=read.content, sha256=hashlib.sha256(read.content).hexdigest())
 
 
-def _walk_to_parent(components: list[str], uid: int) -> int:
+def walk_to_parent(components: list[str], uid: int) -> int:
     """Open each directory with dir_fd + O_NOFOLLOW from '/', checking it; return the parent's fd.
     Refusals name the failing component by its position, never by its text."""
     dir_fd = os.open("/", _DIR_FLAGS)
@@ -213,7 +221,7 @@ def _walk_to_parent(components: list[str], uid: int) -> int:
 def _confirm_path_still_names(components: list[str], uid: int, identity: tuple[int, int]) -> None:
     """After the read, walk the whole path again (no symlinks anywhere) to the same inode."""
     try:
-        dir_fd = _walk_to_parent(components, uid)
+        dir_fd = walk_to_parent(components, uid)
     except ManifestRefusal:
         raise _refuse(ErrorCode.MANIFEST_CHANGED, "The path changed while the file was read.", "path_swap") from None
     try:

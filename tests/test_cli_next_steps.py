@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from ito_training_mcp.doors.cli import main as cli
-from ito_training_mcp.doors.cli.next_steps import FLAGS, VERBS, for_cli, next_command, translate
+from ito_training_mcp.doors.cli.next_steps import FLAGS, VERBS, next_command, translate
+from ito_training_mcp.doors.cli.person import for_cli
 from ito_training_mcp.doors.cli.render import render_human, render_json
 from ito_training_mcp.envelope import CODES, Envelope, ErrorCode, Gate, refusal, success
 from ito_training_mcp.errors import Refusal

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from ito_training_reference import ReferenceBackend
+from ito_training_reference import state
 from ito_training_reference.desk import session as desk_session
 
 from .test_desk import Clock, Tenant, browser_headers, post_form, variant
@@ -59,7 +60,7 @@ def test_confirm_needs_a_recent_sign_in_and_signing_in_again_returns_to_the_revi
         confirm_form = early.text  # a page opened while the sign-in was recent
         token = confirm_form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
 
-        clock.advance(desk_session.RECENT_SIGN_IN_S + 1)  # 10 minutes and a second: the session itself lives on
+        clock.advance(state.RECENT_SIGN_IN_S + 1)  # 10 minutes and a second: the session itself lives on
         page = tab.get(review(request_id))
         assert page.status_code == 200
         decision = page.text.split('id="decision"')[1]
@@ -149,11 +150,11 @@ def test_sessions_end_when_idle_and_after_an_hour(rb: ReferenceBackend, clock: C
     with browser(rb) as idle:
         signed = sign_in(rb, idle, tenant.account_id)
         assert "Max-Age=3600" in signed.headers["set-cookie"]
-        clock.advance(desk_session.SESSION_IDLE_S - 5)
+        clock.advance(state.SESSION_IDLE_S - 5)
         assert idle.get("/desk/").status_code == 200  # activity keeps it going ...
-        clock.advance(desk_session.SESSION_IDLE_S - 5)
+        clock.advance(state.SESSION_IDLE_S - 5)
         assert idle.get("/desk/").status_code == 200
-        clock.advance(desk_session.SESSION_IDLE_S)  # ... a quarter of an hour without any ends it
+        clock.advance(state.SESSION_IDLE_S)  # ... a quarter of an hour without any ends it
         assert idle.get("/desk/").status_code == 401
     with browser(rb) as busy:
         sign_in(rb, busy, tenant.account_id)

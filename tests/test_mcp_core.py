@@ -177,17 +177,15 @@ def test_schema_uri_names_the_schema_version() -> None:
     assert MANIFEST_SCHEMA_URI.endswith("/" + SCHEMA_VERSION)
 
 
-def test_server_start_up_loads_no_backend_client_scanner_or_reference_server() -> None:
-    """Cold start matters: these load only when a call needs them."""
+def test_server_start_up_loads_no_reference_backend() -> None:
+    """The reference backend is a package of its own: the server never loads it (nor Starlette's app for it)."""
     import subprocess
     import sys
 
     code = ("import sys; from ito_training_mcp.doors.mcp.server import build_server; build_server(); "
-            "print(sorted(m for m in sys.modules if m.startswith('ito_training_mcp')))")
+            "print(sorted(m for m in sys.modules if m.startswith('ito_training')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    for lazy in ("backend_client", "backend_models", "secret_scan", "manifest", "safe_read", "strict_json",
-                 "reference_backend", "audit"):
-        assert f"ito_training_mcp.{lazy}'" not in loaded, lazy
+    assert "ito_training_mcp.service" in loaded and "ito_training_reference" not in loaded
 
 
 def test_schema_file_is_current() -> None:

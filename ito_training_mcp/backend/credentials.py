@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import stat as stat_
 from collections.abc import Mapping
 
+from ito_training_mcp.egress.clean import clean_line
 from ito_training_mcp.egress.redact import register_secret
 from ito_training_mcp.envelope import ErrorCode, Gate
 from ito_training_mcp.errors import ManifestRefusal, Refusal
+from ito_training_mcp.files import read_regular_file
 
 ENV_API_KEY = "ITO_API_KEY"
 ENV_TOKEN_FILE = "ITO_TOKEN_FILE"  # noqa: S105 - a variable name
@@ -59,10 +63,7 @@ def _refuse(message: str, setting: str, problem: str, next_step: str | None = No
 def _token_file_refusal(path: str, check: str) -> Refusal:
     """Say what is wrong with the token file and the one fix, naming the path (configuration, not a
     secret) and its mode (from lstat: metadata only, nothing is read). Never the content."""
-    import shlex
-    import stat as stat_
 
-    from ito_training_mcp.egress.clean import clean_line
 
     shown = clean_line(path)
     try:
@@ -110,7 +111,6 @@ def resolve_credential(env: Mapping[str, str]) -> Credential:
             "(or of the ito-training command).",
             ENV_API_KEY, "missing",
         )
-    from ito_training_mcp.files import read_regular_file
 
     try:
         content = read_regular_file(token_file, max_bytes=TOKEN_FILE_MAX_BYTES, require_mode_0600=True).content

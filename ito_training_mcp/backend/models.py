@@ -18,7 +18,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
+from ito_training_mcp.errors import ConfigRefusal
+from ito_training_mcp.gates.config import parse_endpoint
 from ito_training_mcp.gates.inputs import ID_PATTERN, KEY_PATTERN
+from ito_training_mcp.secret_scan import value_kinds
 
 CONTRACT_VERSION = "ito.training.v1"
 REQUIRED_OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup")
@@ -66,9 +69,6 @@ def _review_url(value: object) -> str:
     ITO_API_URL -- and nothing that looks like a credential. A URL that could carry a sign-in token is
     refused: the review URL is never pre-authenticated. (That its path names the request's own page
     is checked with the request: `review_path_names`.)"""
-    from ito_training_mcp.errors import ConfigRefusal
-    from ito_training_mcp.gates.config import parse_endpoint
-    from ito_training_mcp.secret_scan import value_kinds
 
     if not isinstance(value, str) or len(value) > MAX_REVIEW_URL_CHARS or value != value.strip():
         raise ValueError("must be an absolute URL")

@@ -34,7 +34,7 @@ import anyio
 from ito_training_mcp.egress.clean import clean_line
 from ito_training_mcp.envelope import Envelope, Gate
 from ito_training_mcp.errors import ConfigRefusal, ManifestRefusal
-from ito_training_mcp.gates.config import is_normalised_absolute
+from ito_training_mcp.files import is_normalised_absolute, special_devices, validate_path_text, walk_to_parent
 
 ENV_AUDIT_LOG = "ITO_TRAINING_AUDIT_LOG"
 MAX_LINE_BYTES = 4096
@@ -81,7 +81,6 @@ class AuditLog:
 
     def open(self) -> int:
         """The file's descriptor for appending, after every check; or `CONFIG_INVALID`."""
-        from ito_training_mcp.files import _walk_to_parent, validate_path_text
 
         try:
             validate_path_text(self.path, None)
@@ -93,7 +92,7 @@ class AuditLog:
         components = self.path[1:].split("/")
         uid = os.geteuid()
         try:
-            parent = _walk_to_parent(components, uid)
+            parent = walk_to_parent(components, uid)
         except ManifestRefusal as exc:
             check = (exc.details or {}).get("check", "unknown")
             raise _refuse(f"a directory on its path is unsafe or missing ({check})") from None
@@ -151,13 +150,12 @@ def _open_leaf(name: str, parent: int, uid: int) -> int:
 
 
 def _check_opened(st: os.stat_result, before: os.stat_result | None, uid: int) -> None:
-    from ito_training_mcp.files import _special_devices
 
     if not stat.S_ISREG(st.st_mode):
         raise _refuse("the audit log is not a regular file (directory, FIFO, socket or device)")
     if before is not None and (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
         raise _refuse("the audit log changed while it was opened")
-    if st.st_dev in _special_devices():
+    if st.st_dev in special_devices():
         raise _refuse("the audit log may not live under /proc, /sys or /dev")
     if st.st_uid != uid:
         raise _refuse("the audit log must be owned by this user")

@@ -33,6 +33,7 @@ from typing import Any
 from ito_training_mcp.egress.invisible import has_invisible, not_shown_ranges, re2_class, shows
 from ito_training_mcp.egress.redact import Redactor
 from ito_training_mcp.envelope import Envelope
+from ito_training_mcp.secret_scan import value_kinds
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -226,7 +227,6 @@ def relayed_text(text: str) -> str:
 
 @functools.cache
 def _value_kinds() -> Callable[[str], list[str]]:
-    from ito_training_mcp.secret_scan import value_kinds
 
     return value_kinds
 

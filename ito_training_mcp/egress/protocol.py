@@ -22,13 +22,14 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import ErrorData, JSONRPCError
+from pydantic import ValidationError
 
 from ito_training_mcp.egress.clean import clean_line
-
-if TYPE_CHECKING:
-    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-    from mcp.types import JSONRPCError
 
 log = logging.getLogger("ito_training_mcp.mcp")
 
@@ -73,7 +74,6 @@ def clean_error_fields(code: int, message: str, data: Any) -> tuple[str, Any]:
 
 def clean_jsonrpc_error(error: JSONRPCError) -> JSONRPCError:
     """The same error with its message and data through `clean_error_fields`; the same object if clean."""
-    from mcp.types import ErrorData, JSONRPCError
 
     body = error.error
     message, data = clean_error_fields(body.code, body.message, body.data)
@@ -89,8 +89,6 @@ class ProtocolErrorEgress:
     """Server middleware: every error a request handler (or the SDK's dispatch) raises leaves clean."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        from mcp.shared.exceptions import MCPError
-        from pydantic import ValidationError
 
         try:
             return await call_next(ctx)

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from ito_training_mcp.envelope import Gate
 from ito_training_mcp.errors import ConfigRefusal
+from ito_training_mcp.files import is_normalised_absolute
 
 ENV_API_URL = "ITO_API_URL"
 ENV_MANIFEST_ROOTS = "ITO_TRAINING_MANIFEST_ROOTS"
@@ -63,15 +64,6 @@ def _integer(env: Mapping[str, str], name: str, default: int, low: int, high: in
     if not (low <= value <= high):
         raise ConfigRefusal(name, f"must be between {low} and {high}", gate=gate)
     return value
-
-
-def is_normalised_absolute(path: str) -> bool:
-    """Absolute, no NUL, no empty, '.' or '..' component, no trailing slash (except '/' itself)."""
-    if not path.startswith("/") or "\x00" in path:
-        return False
-    if path == "/":
-        return True
-    return all(part not in ("", ".", "..") for part in path[1:].split("/"))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ito_training_mcp.envelope import ErrorCode, Gate
 from ito_training_mcp.errors import InputRefusal, Refusal
+from ito_training_mcp.secret_scan import value_kinds
 
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 KEY_PATTERN = r"^[A-Za-z0-9._:-]{16,255}$"
@@ -82,7 +83,6 @@ def current_guard() -> CredentialGuard | None:
 
 
 def _looks_like_credential(value: str) -> bool:
-    from ito_training_mcp.secret_scan import value_kinds
 
     guard = _guard.get()
     return bool(value_kinds(value)) or (guard is not None and guard.holds_known(value))
@@ -95,7 +95,6 @@ def _no_configured_credential(value: str, argument: str) -> None:
 
 
 def _no_credential(value: str, argument: str) -> None:
-    from ito_training_mcp.secret_scan import value_kinds
 
     if value_kinds(value):
         raise _credential_refusal(argument)

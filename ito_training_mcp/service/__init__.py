@@ -10,7 +10,8 @@ progress).
 
 from __future__ import annotations
 
-from ito_training_mcp.service.base import Call, Progress
+from ito_training_mcp.service.base import Progress
+from ito_training_mcp.service.call import Call
 from ito_training_mcp.service.confirmations import ConfirmationOperations
 from ito_training_mcp.service.lifecycle import LifecycleOperations
 from ito_training_mcp.service.submit import SubmitOperations

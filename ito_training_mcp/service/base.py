@@ -15,29 +15,35 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
+import httpx
 from pydantic import BaseModel
 
 from ito_training_mcp.backend import credentials
+from ito_training_mcp.backend.client import BackendClient, Exchange, run_path, segment
+from ito_training_mcp.backend.models import (
+    CONTRACT_VERSION,
+    REQUIRED_OPERATIONS,
+    Capabilities,
+    Eligibility,
+    Me,
+    Run,
+    RunList,
+)
 from ito_training_mcp.egress import redact
+from ito_training_mcp.egress.audit import AuditLog
 from ito_training_mcp.egress.clean import clean_envelope, clean_progress
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate, refusal, success
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates import inputs
 from ito_training_mcp.gates.config import BackendSettings, ManifestSettings
+from ito_training_mcp.gates.manifest.digest import DigestedManifest, read_and_digest
+from ito_training_mcp.service.call import Call, CallClient
 from ito_training_mcp.service.flight import SingleFlight
-
-if TYPE_CHECKING:
-    import httpx
-
-    from ito_training_mcp.backend.client import BackendClient, Exchange
-    from ito_training_mcp.backend.models import Capabilities, Eligibility, Run
-    from ito_training_mcp.egress.audit import AuditLog
-    from ito_training_mcp.gates.manifest.digest import DigestedManifest
+from ito_training_mcp.tools.specs import ALL_TOOLS
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 M = TypeVar("M", bound=BaseModel)
@@ -49,25 +55,6 @@ RECOVERY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0)
 ELIGIBILITY_REASONS = frozenset({"expired", "revoked", "released", "incomplete", "mismatch"})
 # How long a call waits for another call's capabilities or identity request beyond its deadline.
 FLIGHT_MARGIN_S = 1.0
-
-
-@dataclass
-class Call:
-    """Per-call bookkeeping: did any request leave this process for the backend, did a mutating one
-    start, and which validated identifiers (never secrets, never content) describe the call for the
-    audit trail."""
-
-    tool: str
-    exchange: Exchange | None = field(default=None)
-    facts: dict[str, str] = field(default_factory=dict)
-    mutation_sent: bool = False
-
-    def note(self, **facts: str | None) -> None:
-        self.facts.update({name: value for name, value in facts.items() if value is not None})
-
-    @property
-    def contacted(self) -> bool:
-        return self.exchange is not None and self.exchange.contacted
 
 
 Outcome = tuple[dict[str, Any], str]
@@ -123,7 +110,6 @@ class ServiceBase:
     async def _run(self, tool: str, body: Callable[[Call], Awaitable[Outcome]]) -> Envelope:
         """Run one operation: refusals and defects become envelopes, every envelope passes the egress,
         and the audit trail gets one line -- also when the call is cancelled before it finishes."""
-        from ito_training_mcp.egress.audit import AuditLog
 
         call = Call(tool)
         try:
@@ -187,7 +173,6 @@ class ServiceBase:
         Unknown arguments are refused at gate 0 rather than ignored: an agent that sends
         `force` or `api_key` must learn that no such thing exists.
         """
-        from ito_training_mcp.tools.specs import ALL_TOOLS
 
         spec = next((s for s in ALL_TOOLS if s.name == tool), None)
         if spec is None:  # fixed text only: the name asked for is never echoed
@@ -233,7 +218,6 @@ class ServiceBase:
         most the size cap (about 7 ms for a mebibyte), a worker would hold the event loop up under
         the GIL all the same, and handing a mebibyte of parsed objects from a worker's core to this
         one cost more than the checks (bench/README.md, "the thread hop")."""
-        from ito_training_mcp.gates.manifest.digest import read_and_digest
 
         return await read_and_digest(path, ManifestSettings.from_env(self.env), summarize=summarize)
 
@@ -267,7 +251,6 @@ class ServiceBase:
 
     @staticmethod
     async def _fetch_capabilities(api: BackendClient) -> Capabilities:
-        from ito_training_mcp.backend.models import CONTRACT_VERSION, REQUIRED_OPERATIONS, Capabilities
 
         _, caps = await api.request("GET", "/v1/capabilities", Capabilities, gate=Gate.CAPABILITIES, auth=False)
         if caps.contract_version != CONTRACT_VERSION:
@@ -298,7 +281,6 @@ class ServiceBase:
     async def _account_id(self, api: BackendClient, settings: BackendSettings, gate: Gate) -> str:
         """`GET /v1/me`, cached per origin and credential within the freshness window; when cold, one
         request per origin and credential is in flight and concurrent calls share its answer."""
-        from ito_training_mcp.backend.models import Me
 
         cache_key = (settings.endpoint.base_url, api.credential_fingerprint())
         cached = self._identity_cache.get(cache_key)
@@ -321,8 +303,6 @@ class ServiceBase:
         self, api: BackendClient, settings: BackendSettings, booking_id: str
     ) -> tuple[str, Eligibility]:
         """Gate 4: fresh eligibility of this booking, bound to the authenticated account."""
-        from ito_training_mcp.backend.client import segment
-        from ito_training_mcp.backend.models import Eligibility
 
         account_id = await self._account_id(api, settings, Gate.ENTITLEMENT)
         _, el = await api.request(
@@ -352,7 +332,6 @@ class ServiceBase:
         return account_id, el
 
     async def _lookup_by_key(self, api: BackendClient, key: str, gate: Gate) -> Run | None:
-        from ito_training_mcp.backend.models import RunList
 
         _, found = await api.request("GET", "/v1/training-runs", RunList, gate=gate, params={"idempotency_key": key})
         if not found.runs:
@@ -366,8 +345,6 @@ class ServiceBase:
 
     @asynccontextmanager
     async def _backend(self, settings: BackendSettings, call: Call) -> AsyncIterator[BackendClient]:
-        from ito_training_mcp.backend.client import Exchange
-        from ito_training_mcp.service.call_client import CallClient
 
         call.exchange = Exchange()
         async with CallClient(settings, call, transport=self._transport) as api:
@@ -395,8 +372,6 @@ class ServiceBase:
             yield api, settings
 
     async def _get_run(self, api: BackendClient, run_id: str) -> Run:
-        from ito_training_mcp.backend.client import run_path
-        from ito_training_mcp.backend.models import Run
 
         _, run = await api.request("GET", run_path(run_id), Run, gate=None)
         if run.run_id != run_id:
@@ -405,7 +380,6 @@ class ServiceBase:
 
     async def _read_run(self, call: Call, run_id: object, suffix: str, model: type[M]) -> tuple[str, M]:
         """A read-only lifecycle GET: gate 0 on the run id, then gates 1 and 3 and the credential."""
-        from ito_training_mcp.backend.client import run_path
 
         run_ref = inputs.identifier(run_id, "run_id")                        # 0 input
         call.note(run_id=run_ref)

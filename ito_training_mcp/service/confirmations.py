@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ito_training_mcp.backend.client import BackendClient, BackendRefusal, segment
+from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, ConfirmationRequest, Plan
 from ito_training_mcp.egress.clean import clean_envelope, clean_line, clean_progress
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate, success
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates import inputs
-from ito_training_mcp.service.base import Call, Outcome, Progress, ServiceBase
+from ito_training_mcp.gates.manifest.digest import DigestedManifest
+from ito_training_mcp.service.base import Outcome, Progress, ServiceBase
+from ito_training_mcp.service.call import Call
 from ito_training_mcp.service.notices import (
     NOTICE_PLAN_INVALID,
     NOTICE_PLAN_VALID,
@@ -39,11 +43,6 @@ from ito_training_mcp.service.notices import (
     request_status,
 )
 from ito_training_mcp.service.waiting import MonotonicClock, Position, wait_data, wait_until
-
-if TYPE_CHECKING:
-    from ito_training_mcp.backend.client import BackendClient, BackendRefusal
-    from ito_training_mcp.backend.models import ConfirmationRequest, Plan
-    from ito_training_mcp.gates.manifest.digest import DigestedManifest
 
 RUN_ACTIONS = ("training.cancel", "training.cleanup")
 NEXT_TOOL = {"training.create": "submit_training", "training.cancel": "cancel_training",
@@ -62,7 +61,6 @@ _TOO_MANY = (
 
 
 def _operations() -> tuple[str, ...]:
-    from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS
 
     return CONFIRMATION_OPERATIONS
 
@@ -150,8 +148,6 @@ class ConfirmationOperations(ServiceBase):
     async def _post_plan(self, api: BackendClient, booking_id: str, digested: DigestedManifest) -> Plan:
         """`POST /v1/training-plans` with the exact bytes hashed at gate 2 and their digest. Not keyed,
         never resent."""
-        from ito_training_mcp.backend.client import BackendRefusal
-        from ito_training_mcp.backend.models import Plan
 
         body = {
             "booking_id": booking_id,
@@ -166,8 +162,6 @@ class ConfirmationOperations(ServiceBase):
 
     async def _post_request(self, api: BackendClient, action: str, run_id: str) -> ConfirmationRequest:
         """`POST /v1/confirmation-requests`: a request to cancel or clean up a run. Not keyed, never resent."""
-        from ito_training_mcp.backend.client import BackendRefusal
-        from ito_training_mcp.backend.models import ConfirmationRequest
 
         try:
             _, request = await api.request("POST", "/v1/confirmation-requests", ConfirmationRequest,
@@ -177,8 +171,6 @@ class ConfirmationOperations(ServiceBase):
         return request
 
     async def _get_request(self, api: BackendClient, request_id: str, account_id: str) -> ConfirmationRequest:
-        from ito_training_mcp.backend.client import segment
-        from ito_training_mcp.backend.models import ConfirmationRequest
 
         _, request = await api.request("GET", f"/v1/confirmation-requests/{segment(request_id)}",
                                        ConfirmationRequest, gate=Gate.CONFIRMATION)

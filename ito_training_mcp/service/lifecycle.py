@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ito_training_mcp.backend.client import BackendClient, BackendRefusal, run_path, segment
+from ito_training_mcp.backend.models import (
+    TERMINAL_STATES,
+    Checkpoints,
+    CleanupResult,
+    Confirmation,
+    Logs,
+    Metrics,
+    Run,
+    RunState,
+)
 from ito_training_mcp.egress.clean import clean_progress
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate
 from ito_training_mcp.errors import InputRefusal, Refusal
 from ito_training_mcp.gates import inputs
-from ito_training_mcp.service.base import Call, Outcome, Progress, ServiceBase
+from ito_training_mcp.gates.config import BackendSettings
+from ito_training_mcp.service.base import Outcome, Progress, ServiceBase
+from ito_training_mcp.service.call import Call
 from ito_training_mcp.service.notices import (
     NOTICE_CANCELLED,
     NOTICE_CLEANED,
@@ -23,11 +36,6 @@ from ito_training_mcp.service.notices import (
     clamp_note,
 )
 from ito_training_mcp.service.waiting import MonotonicClock, Position, Waited, wait_data, wait_until
-
-if TYPE_CHECKING:
-    from ito_training_mcp.backend.client import BackendClient
-    from ito_training_mcp.backend.models import Run
-    from ito_training_mcp.gates.config import BackendSettings
 
 
 class LifecycleOperations(ServiceBase):
@@ -80,7 +88,6 @@ class LifecycleOperations(ServiceBase):
         position (stages passed, out of all stages) and, while it runs, the step its metrics report.
         A revoked credential ends the wait at once (no further request). Each poll's reads end within
         what is left of the budget."""
-        from ito_training_mcp.backend.models import TERMINAL_STATES
 
         async def fetch(deadline_s: float | None) -> tuple[Run, int | None]:
             with api.within(deadline_s):
@@ -98,8 +105,6 @@ class LifecycleOperations(ServiceBase):
     async def _current_step(self, api: BackendClient, run_id: str) -> int | None:
         """The step the run's metrics report, for the progress message only. Any refusal but an
         authentication one leaves the message without it."""
-        from ito_training_mcp.backend.client import BackendRefusal, run_path
-        from ito_training_mcp.backend.models import Metrics
 
         try:
             _, metrics = await api.request("GET", run_path(run_id, "/metrics"), Metrics, gate=None)
@@ -111,8 +116,6 @@ class LifecycleOperations(ServiceBase):
 
     async def training_logs(self, run_id: object, cursor: object = None, limit: object = None) -> Envelope:
         async def body(call: Call) -> Outcome:
-            from ito_training_mcp.backend.client import run_path
-            from ito_training_mcp.backend.models import Logs
 
             run_ref = inputs.identifier(run_id, "run_id")                    # 0 input
             call.note(run_id=run_ref)
@@ -141,7 +144,6 @@ class LifecycleOperations(ServiceBase):
 
     async def training_metrics(self, run_id: object) -> Envelope:
         async def body(call: Call) -> Outcome:
-            from ito_training_mcp.backend.models import Metrics
 
             run_ref, metrics = await self._read_run(call, run_id, "/metrics", Metrics)
             return {"run_id": run_ref, **metrics.model_dump(mode="json")}, NOTICE_READ_ONLY
@@ -150,7 +152,6 @@ class LifecycleOperations(ServiceBase):
 
     async def list_checkpoints(self, run_id: object) -> Envelope:
         async def body(call: Call) -> Outcome:
-            from ito_training_mcp.backend.models import Checkpoints
 
             run_ref, found = await self._read_run(call, run_id, "/checkpoints", Checkpoints)
             checkpoints = [c.model_dump(mode="json") for c in found.checkpoints]
@@ -202,8 +203,6 @@ class LifecycleOperations(ServiceBase):
     async def _gate_action_confirmation(
         self, api: BackendClient, ref: str, account_id: str, run_id: str, action: str
     ) -> None:
-        from ito_training_mcp.backend.client import segment
-        from ito_training_mcp.backend.models import Confirmation
 
         _, c = await api.request("GET", f"/v1/confirmations/{segment(ref)}", Confirmation, gate=Gate.CONFIRMATION)
         reason = None
@@ -222,7 +221,6 @@ class LifecycleOperations(ServiceBase):
 
     async def _after_redirected_mutation(self, api: BackendClient, redirect: Any, run_id: str) -> Refusal:
         """The refusal for a redirected cancel/cleanup, with the run's state read once (never re-sent)."""
-        from ito_training_mcp.backend.client import BackendRefusal
 
         try:
             run = await self._get_run(api, run_id)
@@ -238,8 +236,6 @@ class LifecycleOperations(ServiceBase):
     async def _send_mutation(
         self, api: BackendClient, settings: BackendSettings, action: str, run_id: str, ref: str, key: str
     ) -> tuple[Any, bool]:
-        from ito_training_mcp.backend.client import BackendRefusal, run_path
-        from ito_training_mcp.backend.models import CleanupResult, Run
 
         model: type[Run] | type[CleanupResult] = Run if action == "cancel" else CleanupResult
         last: BackendRefusal | None = None
@@ -288,7 +284,6 @@ def _run_status(run: Run) -> dict[str, Any]:
 
 
 def _terminal_states() -> frozenset[Any]:
-    from ito_training_mcp.backend.models import TERMINAL_STATES
 
     return TERMINAL_STATES
 
@@ -310,7 +305,6 @@ def run_position(run: Run, step: int | None = None) -> Position:
 
 
 def _status_notice(run: Run, timed_out: bool) -> str:
-    from ito_training_mcp.backend.models import RunState
 
     if run.state is RunState.GATE_FAILED:
         return NOTICE_GATE_FAILED
@@ -322,7 +316,6 @@ def _status_notice(run: Run, timed_out: bool) -> str:
 
 
 def _mutation_data(action: str, run_id: str, key: str, result: Any, recovered: bool) -> dict[str, Any]:
-    from ito_training_mcp.backend.models import CleanupResult, Run
 
     data: dict[str, Any] = {}
     if isinstance(result, Run):

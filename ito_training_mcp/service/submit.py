@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ito_training_mcp.backend.client import BackendClient, BackendRefusal, segment
+from ito_training_mcp.backend.models import Confirmation, Run
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates import inputs
-from ito_training_mcp.service.base import Call, Outcome, ServiceBase, log
+from ito_training_mcp.gates.config import BackendSettings
+from ito_training_mcp.gates.manifest.digest import DigestedManifest
+from ito_training_mcp.service.base import Outcome, ServiceBase, log
+from ito_training_mcp.service.call import Call
 from ito_training_mcp.service.notices import (
     NOTICE_AVAILABLE,
     NOTICE_CREATED,
@@ -17,12 +22,6 @@ from ito_training_mcp.service.notices import (
     NOTICE_EXISTING,
     NOTICE_RECOVERED,
 )
-
-if TYPE_CHECKING:
-    from ito_training_mcp.backend.client import BackendClient, BackendRefusal
-    from ito_training_mcp.backend.models import Run
-    from ito_training_mcp.gates.config import BackendSettings
-    from ito_training_mcp.gates.manifest.digest import DigestedManifest
 
 
 class SubmitOperations(ServiceBase):
@@ -110,8 +109,6 @@ class SubmitOperations(ServiceBase):
         self, api: BackendClient, ref: str, account_id: str, booking_id: str, digested: DigestedManifest
     ) -> None:
         """Gate 6: the user's confirmation is bound to this account, action, booking, digest and cost."""
-        from ito_training_mcp.backend.client import segment
-        from ito_training_mcp.backend.models import Confirmation
 
         _, c = await api.request("GET", f"/v1/confirmations/{segment(ref)}", Confirmation, gate=Gate.CONFIRMATION)
 
@@ -157,8 +154,6 @@ class SubmitOperations(ServiceBase):
         retry, and a retry resends the same key and bytes; after a bounded number of rounds the
         outcome is reported as unknown. At most one run per key, whatever the network does.
         """
-        from ito_training_mcp.backend.client import BackendRefusal
-        from ito_training_mcp.backend.models import Run
 
         body = {
             "booking_id": booking_id,
@@ -208,7 +203,6 @@ class SubmitOperations(ServiceBase):
         """After a redirected create: one lookup by key so the agent learns whether a run exists; the
         create is never re-sent. Returns the run if one exists, else raises the redirect refusal with
         what the lookup found."""
-        from ito_training_mcp.backend.client import BackendRefusal
 
         try:
             found = await self._lookup_by_key(api, key, Gate.CREATE)

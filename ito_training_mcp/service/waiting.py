@@ -34,6 +34,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 
+from ito_training_mcp.backend.client import BudgetSpent
 from ito_training_mcp.service.base import Progress
 
 log = logging.getLogger("ito_training_mcp")
@@ -217,7 +218,6 @@ async def _poll(
     heartbeat_s: float,
 ) -> tuple[T, bool]:
     """The poll loop: returns the last state read and whether the budget ran out first."""
-    from ito_training_mcp.backend.client import BudgetSpent
 
     interval = min(interval_s, heartbeat_s)
     ceiling = min(interval_s * POLL_GROWTH_LIMIT, heartbeat_s)

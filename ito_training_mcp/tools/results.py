@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
+from ito_training_mcp.envelope import ErrorInfo
 from ito_training_mcp.gates.inputs import ID_PATTERN, KEY_PATTERN
 
 Schema = dict[str, Any]
@@ -439,7 +440,6 @@ def data_schema(model: Any) -> Schema:
 
 @cache
 def error_schema() -> Schema:
-    from ito_training_mcp.envelope import ErrorInfo
 
     schema: Schema = _strip_titles(inline_refs(ErrorInfo.model_json_schema()))
     return schema

@@ -22,11 +22,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import plans, public, reviews
 from .desk import pages as desk_pages
-from .desk import session as desk_session
 from .errors import ApiError, not_found
 from .faults import install_log_filter
 from .operator import OperatorApi, OperatorGuard
-from .state import Backend
+from .state import RECENT_SIGN_IN_S, Backend, DeskSettings
 from .store import Store
 from .wire import JSON_TYPE, Reply
 
@@ -100,7 +99,7 @@ def _public_url(value: str | None) -> str | None:
 def create_app(
     db_path: str, *, operator_token: str, auto_advance_s: float | None = None, public_url: str | None = None,
     request_ttl_s: float = reviews.REQUEST_TTL_S, confirmation_ttl_s: float = reviews.CONFIRMATION_TTL_S,
-    plan_retention_s: float = reviews.PLAN_RETENTION_S, recent_sign_in_s: float = desk_session.RECENT_SIGN_IN_S,
+    plan_retention_s: float = reviews.PLAN_RETENTION_S, recent_sign_in_s: float = RECENT_SIGN_IN_S,
     clock: Callable[[], float] | None = None,
 ) -> Starlette:
     """Build the app over the SQLite database at `db_path` (created if missing).
@@ -130,7 +129,7 @@ def create_app(
                       public_url=_public_url(public_url),
                       reviews=reviews.Settings(request_ttl_s=request_ttl_s, confirmation_ttl_s=confirmation_ttl_s,
                                                plan_retention_s=plan_retention_s),
-                      desk=desk_session.DeskSettings(recent_sign_in_s=recent_sign_in_s))
+                      desk=DeskSettings(recent_sign_in_s=recent_sign_in_s))
     operator_app = OperatorGuard(backend, OperatorApi(backend).router())
     app = Starlette(
         routes=[*public.routes(backend), *plans.routes(backend), *desk_pages.routes(backend),

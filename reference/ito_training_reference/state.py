@@ -6,7 +6,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .desk.session import DeskSettings
 from .faults import FaultRegistry
 from .reviews import Settings
 from .store import Store
@@ -15,6 +14,18 @@ CONTRACT_VERSION = "ito.training.v1"
 OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup", "plan",
               "confirmation_requests")
 MAX_REQUEST_LOG = 10_000
+SESSION_TTL_S = 60 * 60  # a desk session lives at most this long
+SESSION_IDLE_S = 15 * 60  # and ends after this long unused
+RECENT_SIGN_IN_S = 10 * 60  # Confirm needs a sign-in this recent
+
+
+@dataclass(frozen=True)
+class DeskSettings:
+    """How long a session lives, and how recent a sign-in Confirm needs (seconds)."""
+
+    session_ttl_s: float = SESSION_TTL_S
+    session_idle_s: float = SESSION_IDLE_S
+    recent_sign_in_s: float = RECENT_SIGN_IN_S
 
 
 @dataclass

@@ -17,16 +17,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ito_training_mcp.doors.cli.next_steps import PROG, for_cli
+import anyio
+
+from ito_training_mcp.doors.cli import skill_install
+from ito_training_mcp.doors.cli.next_steps import PROG
+from ito_training_mcp.doors.cli.person import for_cli
 from ito_training_mcp.doors.cli.render import ProgressBar, render_human, render_json
 from ito_training_mcp.doors.cli.usage import Parser, UsageError, from_leftovers
+from ito_training_mcp.egress import logs
 from ito_training_mcp.egress.clean import clean_line
 from ito_training_mcp.envelope import Envelope, ErrorCode, ErrorInfo, Gate
+from ito_training_mcp.service import TrainingService
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse", "render_human", "render_json", "run"]
 
@@ -106,9 +113,6 @@ COMMANDS: dict[str, Command] = {
 
 def _present(arguments: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in arguments.items() if v is not None}
-
-
-_Parser = Parser  # the name `ito-training skill` imports
 
 
 class CliParser(Parser):
@@ -250,7 +254,6 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     if list(argv[:1]) in (["backend"], ["desk"]):
         return _reference(argv[0], list(argv[1:]), stdout=stdout, stderr=stderr)
     if list(argv[:1]) == ["skill"] or list(argv[:2]) == ["--json", "skill"]:
-        from ito_training_mcp.doors.cli import skill_install
 
         rest = list(argv[1:]) if argv[0] == "skill" else [*argv[2:], "--json"]
         return skill_install.run(rest, stdout=stdout, stderr=stderr)
@@ -286,9 +289,7 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
 def _dispatch(tool: str, arguments: dict[str, Any], bar: ProgressBar | None = None) -> Envelope:
     """Run one tool. Ctrl-C cancels it: the core writes its audit line and hands back the envelope of
     the interrupted call (SUBMISSION_OUTCOME_UNKNOWN when a mutation may have been sent)."""
-    import anyio
 
-    from ito_training_mcp.service import TrainingService
 
     interrupted: list[Envelope] = []
 
@@ -320,7 +321,6 @@ def _interrupted_text(argv: Sequence[str], want_json: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ito_training_mcp.egress import logs
 
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -344,7 +344,6 @@ def _emit_last(text: str) -> int:
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot raise again."""
-    import os
 
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)

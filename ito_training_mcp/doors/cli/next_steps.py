@@ -304,20 +304,3 @@ def details_for_cli(details: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(argument, str) and argument in FLAGS:
         shown["argument"] = FLAGS[argument]
     return shown
-
-
-def for_cli(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> tuple[Envelope, str | None]:
-    """The envelope as the CLI prints it (the notice in the person's words, the message through the
-    mapping, the flag named), and the next command. The JSON form carries the command at the end
-    of its notice."""
-    from ito_training_mcp.doors.cli.person import person_message, person_notice
-
-    nxt = next_command(verb, arguments, envelope)
-    notice = person_notice(verb, arguments, envelope, nxt)
-    if nxt is not None:
-        notice = f"{notice} Next command: {nxt}"
-    update: dict[str, Any] = {"notice": notice}
-    if envelope.error is not None:
-        update["error"] = envelope.error.model_copy(update={
-            "message": person_message(envelope.error.message), "details": details_for_cli(envelope.error.details)})
-    return envelope.model_copy(update=update), nxt

@@ -26,7 +26,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ito_training_mcp.doors.cli.next_steps import details_for_cli, next_command, translate
 from ito_training_mcp.envelope import Envelope, ErrorCode, ErrorInfo
+from ito_training_mcp.service import notices
 
 MUTATIONS = {"train": "submission", "cancel": "cancel", "cleanup": "cleanup"}
 _ACTIONS = ("training.create", "training.cancel", "training.cleanup")
@@ -155,8 +157,6 @@ def person_notice(verb: str, arguments: Mapping[str, Any], envelope: Envelope, n
 def person_message(message: str) -> str:
     """An error message (a description) in CLI words: tools and arguments named as verbs and flags,
     and the person addressed as 'you'."""
-    from ito_training_mcp.doors.cli.next_steps import translate
-
     text = translate(message)
     text = text.replace("the user this server runs as", "the account this command runs as")
     return re.sub(r"\bthe user(?='s\b| confirmed\b)", "you", text).replace("you's", "your")
@@ -277,9 +277,6 @@ def _credential(details: Mapping[str, Any], message: str) -> str:
 
 
 def _success(notice: str, data: Mapping[str, Any]) -> str:
-    from ito_training_mcp.doors.cli.next_steps import translate
-    from ito_training_mcp.service import notices
-
     core, clamped = _without_clamp_note(notice)
     text = _success_table().get(core)
     run_id = data.get("run_id")
@@ -296,8 +293,6 @@ def _success(notice: str, data: Mapping[str, Any]) -> str:
 
 
 def _without_clamp_note(notice: str) -> tuple[str, int | None]:
-    from ito_training_mcp.service import notices
-
     found = re.search(r"limit of (\d+) s", notice)
     if found is not None:
         note = notices.clamp_note(int(found.group(1)))
@@ -309,8 +304,7 @@ def _without_clamp_note(notice: str) -> tuple[str, int | None]:
 @functools.cache
 def _success_table() -> dict[str, str]:
     """The core's success notices, each with the person's sentence."""
-    from ito_training_mcp.service import notices as n
-
+    n = notices
     table = {
         n.NOTICE_DIGESTED:
             "The manifest was read and digested on this machine; nothing was sent anywhere. Read the review summary "
@@ -408,3 +402,18 @@ def _decided(action: str, status: str) -> str:
                 "and decide at the Itô desk.")
     return ("Nobody has decided yet: open the review link and decide at the Itô desk. The next command keeps "
             "waiting. Nothing happens until it is confirmed, and there is no need to open another request.")
+
+
+def for_cli(verb: str, arguments: Mapping[str, Any], envelope: Envelope) -> tuple[Envelope, str | None]:
+    """The envelope as the CLI prints it (the notice in the person's words, the message through the
+    mapping, the flag named), and the next command. The JSON form carries the command at the end
+    of its notice."""
+    nxt = next_command(verb, arguments, envelope)
+    notice = person_notice(verb, arguments, envelope, nxt)
+    if nxt is not None:
+        notice = f"{notice} Next command: {nxt}"
+    update: dict[str, Any] = {"notice": notice}
+    if envelope.error is not None:
+        update["error"] = envelope.error.model_copy(update={
+            "message": person_message(envelope.error.message), "details": details_for_cli(envelope.error.details)})
+    return envelope.model_copy(update=update), nxt

@@ -35,6 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ito_training_mcp.doors.cli.render import render_json
+from ito_training_mcp.doors.cli.usage import Parser, UsageError
+from ito_training_mcp.egress.clean import clean_line
 from ito_training_mcp.envelope import Envelope, ErrorCode, ErrorInfo, Gate, success
 from ito_training_mcp.skill_data import SKILL_NAME, Skill, load_skill
 
@@ -64,11 +67,9 @@ class Planned:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ito_training_mcp.doors.cli.main import _Parser
-
-    parser = _Parser(prog="ito-training skill", description="Install the ito-training agent skill.",
+    parser = Parser(prog="ito-training skill", description="Install the ito-training agent skill.",
                      allow_abbrev=False)
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     install = sub.add_parser("install", allow_abbrev=False,
                              help="Write SKILL.md and references/ for harnesses that load skills from disk.",
                              description="Write SKILL.md and references/ for harnesses that load skills from disk.")
@@ -219,8 +220,6 @@ def _refused_envelope(problem: str, message: str, files: list[str], notice: str)
 
 def _target(directory: str | None) -> Path:
     """The skill directory: the default, or --dir, whose last component must be the skill's name."""
-    from ito_training_mcp.doors.cli.main import UsageError
-
     if directory is None:
         return default_dir()
     target = Path(directory).expanduser()
@@ -233,10 +232,6 @@ def _target(directory: str | None) -> Path:
 
 
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
-    from ito_training_mcp.doors.cli.main import UsageError
-    from ito_training_mcp.doors.cli.render import render_json
-    from ito_training_mcp.egress.clean import clean_line
-
     def say(line: str, to: TextIO = stdout) -> None:
         print(clean_line(line), file=to)
 

@@ -19,6 +19,9 @@ import re
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ito_training_mcp.backend.credentials import api_key_in_memory
+from ito_training_mcp.secret_scan import value_kinds
+
 _OPTION_NAME = re.compile(r"--[a-z][a-z0-9]*(?:-[a-z0-9]+)*|-[A-Za-z]")
 _MAX_SHOWN = 32
 _MAX_DIGITS = 3
@@ -126,8 +129,6 @@ def shown_option_name(token: str) -> str | None:
         return None
     if sum(c.isdigit() for c in name) > _MAX_DIGITS:
         return None
-    from ito_training_mcp.backend.credentials import api_key_in_memory
-    from ito_training_mcp.secret_scan import value_kinds
 
     configured = api_key_in_memory(os.environ)
     if value_kinds(name) or value_kinds(name.lstrip("-")) or (configured is not None and configured in name):

@@ -24,12 +24,10 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..state import SESSION_IDLE_S, SESSION_TTL_S
 from ..store import Store, new_id
 
 LINK_TTL_S = 10 * 60
-SESSION_TTL_S = 60 * 60
-SESSION_IDLE_S = 15 * 60
-RECENT_SIGN_IN_S = 10 * 60
 KEEP_EXPIRED_S = 24 * 60 * 60
 MAX_FORM_TOKENS_PER_SESSION = 64
 PRUNE_BATCH = 32
@@ -56,15 +54,6 @@ def safe_next(value: str | None) -> str | None:
     if value is None or not _DESK_PAGE.fullmatch(value):
         return None
     return value
-
-
-@dataclass(frozen=True)
-class DeskSettings:
-    """How long a session lives, and how recent a sign-in Confirm needs (seconds)."""
-
-    session_ttl_s: float = SESSION_TTL_S
-    session_idle_s: float = SESSION_IDLE_S
-    recent_sign_in_s: float = RECENT_SIGN_IN_S
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The backend client of one tool call: it tells the call when a mutating request is about to leave.
+"""One tool call's bookkeeping (`Call`) and its backend client (`CallClient`), which tells the call when a
+mutating request is about to leave.
 
 An interrupted call (the MCP client cancelled it, or Ctrl-C in the CLI) must say whether a create,
 cancel or cleanup may have reached the backend. The flag is set before the request is built, so it
@@ -8,18 +9,35 @@ and the agent is told to look the key up, which is always safe.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel
 
-from ito_training_mcp.backend.client import BackendClient
+from ito_training_mcp.backend.client import BackendClient, Exchange
 from ito_training_mcp.gates.config import BackendSettings
 
-if TYPE_CHECKING:
-    from ito_training_mcp.service.base import Call
-
 M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class Call:
+    """Per-call bookkeeping: did any request leave this process for the backend, did a mutating one
+    start, and which validated identifiers (never secrets, never content) describe the call for the
+    audit trail."""
+
+    tool: str
+    exchange: Exchange | None = field(default=None)
+    facts: dict[str, str] = field(default_factory=dict)
+    mutation_sent: bool = False
+
+    def note(self, **facts: str | None) -> None:
+        self.facts.update({name: value for name, value in facts.items() if value is not None})
+
+    @property
+    def contacted(self) -> bool:
+        return self.exchange is not None and self.exchange.contacted
 
 
 class CallClient(BackendClient):
