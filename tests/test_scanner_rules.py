@@ -1,0 +1,38 @@
+"""Every rule's own samples: its true positives are found (with the rule's kind), its false positives are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from ito_training_mcp.scanner import scan_document, text_kinds
+from ito_training_mcp.scanner.rules import RULES, Rule, expand
+
+TRUE = [pytest.param(rule, expand(tp), id=f"{rule.kind}-{n}") for rule in RULES for n, tp in enumerate(rule.tps)]
+FALSE = [pytest.param(rule, expand(fp), id=f"{rule.kind}-{n}") for rule in RULES for n, fp in enumerate(rule.fps)]
+
+
+def _has_trigger(rule: Rule, text: str) -> bool:
+    return any((t.lower() in text.lower()) if rule.fold else (t in text) for t in rule.triggers)
+
+
+@pytest.mark.parametrize(("rule", "text"), TRUE)
+def test_true_positive_is_found(rule: Rule, text: str) -> None:
+    assert _has_trigger(rule, text), "every match of a rule holds one of its triggers"
+    if rule.keys_only:
+        assert [f.kind for f in scan_document({text: "x"})] == [rule.kind]
+    else:
+        assert rule.kind in text_kinds(text)
+        assert rule.kind in {f.kind for f in scan_document({"description": text})}
+
+
+@pytest.mark.parametrize(("rule", "text"), FALSE)
+def test_false_positive_is_not(rule: Rule, text: str) -> None:
+    if rule.keys_only:
+        assert scan_document({text: "x"}) == []
+    else:
+        assert text_kinds(text) == []
+
+
+def test_every_rule_has_samples() -> None:
+    for rule in RULES:
+        assert rule.tps and rule.fps, rule.what
