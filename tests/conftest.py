@@ -23,8 +23,8 @@ EXAMPLE_MANIFEST = REPO / "examples" / "manifest.json"
 
 # Canaries: if one of these ever appears in any captured output, a secret leaked.
 CANARY_TOKEN = "itocanary_TOKEN_7f3b9c1e5a2d4f6b8e0c"
-CANARY_GITHUB = "ghp_" + "C4n4ryC4n4ryC4n4ryC4n4ryC4n4ryC4n4ry"
-CANARY_AWS = "AKIA" + "CANARY7EXAMPLE77"
+CANARY_GITHUB = "ghp_" + "C4n4ry7f3b9c1e5a2d4fQ6b8e0cW9xk2L5mZ"
+CANARY_AWS = "AKIA" + "C4N4RY7F3B9C1E5Q"
 
 
 def assert_manifest_refused(env: Any, code: str, *absent: str) -> None:

@@ -527,7 +527,7 @@ def test_a_new_sign_in_replaces_the_previous_session(rb: ReferenceBackend, tenan
 def test_every_character_that_draws_as_nothing_is_shown_as_its_code_point_on_the_desk() -> None:
     """The desk escapes the product's whole `invisible` class (Hangul fillers, variation selectors,
     tags, braille blank ...), not only controls and format characters."""
-    from ito_training_mcp.egress.invisible import INVISIBLE_POINTS
+    from ito_training_mcp.scanner import INVISIBLE as INVISIBLE_POINTS
     from ito_training_reference.desk.render import esc
 
     for point in sorted(INVISIBLE_POINTS):

@@ -10,8 +10,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from ito_training_reference import ReferenceBackend
-from ito_training_reference import state
+from ito_training_reference import ReferenceBackend, state
 from ito_training_reference.desk import session as desk_session
 
 from .test_desk import Clock, Tenant, browser_headers, post_form, variant

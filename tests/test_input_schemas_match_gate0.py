@@ -54,7 +54,10 @@ def _validator(name: str) -> Any:
 
 
 def schema_accepts(spec: ToolSpec, arguments: dict[str, Any]) -> bool:
-    return bool(_validator(spec.name).is_valid(arguments))
+    """The schema, and the one rule between arguments that it states in words (exactly one of a group)."""
+    group = spec.arguments.exactly_one_of
+    one = not group or sum(arguments.get(name) is not None for name in group) == 1
+    return one and bool(_validator(spec.name).is_valid(arguments))
 
 
 def gate0(spec: ToolSpec, arguments: dict[str, Any]) -> str:
@@ -268,30 +271,29 @@ def test_schema_and_gate0_agree_at_every_boundary(spec: ToolSpec) -> None:
 # ---------------------------------------------------------------------- shape rules for portability
 
 
+PLAIN = {"type", "properties", "required", "enum", "pattern", "minLength", "maxLength", "minimum", "maximum",
+         "description", "additionalProperties", "anyOf", "title"}
+
+
 @pytest.mark.parametrize("spec", ALL_TOOLS, ids=lambda s: s.name)
-def test_the_root_of_every_schema_is_a_plain_object(spec: ToolSpec) -> None:
-    """Claude Code drops a tool whose inputSchema has a root combinator; $ref is not resolved everywhere.
-    An outputSchema is read by clients, not by the model's API: its root is an object whose `anyOf`
-    tells the ok and the refused envelope apart (tests/test_output_schemas.py)."""
-    assert not COMPOSITION & spec.input_schema().keys(), sorted(COMPOSITION & spec.input_schema().keys())
-    for schema in (spec.input_schema(), spec.output_schema()):
-        assert schema["type"] == "object"
+def test_every_input_schema_uses_plain_keywords_only(spec: ToolSpec) -> None:
+    """Every provider's function calling and Ajv's strict mode accept these; `anyOf` only for an optional
+    value (a type or null), never at the root."""
+    schema = spec.input_schema()
+    assert schema["type"] == "object" and not COMPOSITION & schema.keys()
 
-        def walk(node: Any) -> None:
-            """Every schema position holds an object schema: no bare true/false, no $ref, no type arrays."""
-            assert isinstance(node, dict), node
-            assert "$ref" not in node and "$defs" not in node and not isinstance(node.get("type"), list), node
-            children = [*node.get("properties", {}).values(), *node.get("dependentSchemas", {}).values()]
-            children += [*node.get("anyOf", []), *node.get("oneOf", []), *node.get("allOf", [])]
-            children += [node[k] for k in ("not", "items") if k in node]
-            for child in children:
-                walk(child)
+    def walk(node: Any, root: bool = False) -> None:
+        assert isinstance(node, dict) and set(node) <= PLAIN, node
+        if "anyOf" in node:
+            assert not root and len(node["anyOf"]) == 2 and {"type": "null"} in node["anyOf"], node
+        for child in [*node.get("properties", {}).values(), *node.get("anyOf", [])]:
+            walk(child)
 
-        walk(schema)
-        Draft202012Validator.check_schema(schema)
+    walk(schema, root=True)
+    Draft202012Validator.check_schema(schema)
 
 
-def test_exactly_one_of_run_id_or_idempotency_key_is_in_the_schema() -> None:
+def test_exactly_one_of_run_id_or_idempotency_key_is_stated_and_enforced_by_gate0() -> None:
     status = next(s for s in ALL_TOOLS if s.name == "training_status")
     key = "status-key-0000000001"
     for arguments, valid in [
@@ -306,6 +308,8 @@ def test_exactly_one_of_run_id_or_idempotency_key_is_in_the_schema() -> None:
     ]:
         assert schema_accepts(status, arguments) is valid, arguments
         assert gate0(status, arguments) == ("accepted" if valid else "refused"), arguments
+    for name in ("run_id", "idempotency_key"):
+        assert "exactly one of run_id or idempotency_key" in status.input_schema()["properties"][name]["description"]
 
 
 def test_request_confirmation_takes_only_cancel_or_cleanup() -> None:

@@ -59,7 +59,8 @@ async def test_a_prompt_without_arguments_and_the_listings_still_work(connect: C
     async with connect() as client:
         prompt = await client.get_prompt("ito-training", {})
         assert prompt.messages and prompt.messages[0].role == "user"
-        assert (await client.list_resource_templates()).resource_templates == []
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["ito-training://manifests/{sha256}/review"]
         assert SKILL_URI in {str(r.uri) for r in (await client.list_resources()).resources}
         listed = (await client.list_prompts()).prompts
         assert [p.name for p in listed] == ["ito-training"] and not listed[0].arguments

@@ -311,7 +311,7 @@ REJECTIONS: list[tuple[str, dict[str, Any], Case, int, str, str | None]] = [
      "confirmation_mismatch", None),
     ("schema", {}, lambda t, k: t.submit(k, manifest=variant(surprise=1)), 422, "validation_rejected",
      "manifest_invalid"),
-    ("secret in manifest", {}, lambda t, k: t.submit(k, manifest=variant(description="ghp_" + "a1B2" * 9)), 422,
+    ("secret in manifest", {}, lambda t, k: t.submit(k, manifest=variant(description="ghp_" + "C4n4ry7f3b9c1e5a2d4fQ6b8e0cW9xk2L5mZ")), 422,
      "validation_rejected", "manifest_invalid"),
     ("capacity", {"gpus_per_node": 1}, lambda t, k: t.submit(k), 422, "validation_rejected", "capacity"),
     ("fabric", {"nodes": 2, "fabric": "ethernet"}, lambda t, k: t.submit(k), 422, "validation_rejected", "fabric"),

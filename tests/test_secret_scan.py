@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ito_training_mcp import secret_scan
+from ito_training_mcp import scanner as secret_scan
 from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.service import TrainingService
 
@@ -167,7 +167,7 @@ async def digest_doc(service: TrainingService, write_file: WriteFile, doc: Doc |
 
 def test_every_secret_shape_is_recognised_by_the_scanner() -> None:
     for secret in SECRETS:
-        assert secret.kind in secret_scan.value_kinds(secret.text), secret.name
+        assert secret.kind in secret_scan.text_kinds(secret.text), secret.name
 
 
 @pytest.mark.parametrize("placement", list(PLACEMENTS), ids=list(PLACEMENTS))
@@ -412,7 +412,7 @@ async def test_secret_with_invalid_json_is_still_invalid_json(service: TrainingS
 
 
 def test_example_manifest_has_no_findings(example_document: Doc) -> None:
-    assert secret_scan.scan(example_document) == []
+    assert secret_scan.scan_document(example_document) == []
 
 
 async def test_example_manifest_passes_the_service(service: TrainingService, manifest_path: str) -> None:
@@ -429,7 +429,7 @@ def test_hex_revisions_are_not_secrets(example_document: Doc, revision: str) -> 
     doc = copy.deepcopy(example_document)
     doc["model"]["revision"] = revision
     doc["data"][0]["revision"] = revision
-    assert secret_scan.scan(doc) == []
+    assert secret_scan.scan_document(doc) == []
 
 
 @pytest.mark.parametrize("key", ["max_tokens", "tokenizer", "tokenizer_name", "num_tokens", "author", "secretary",
@@ -437,7 +437,7 @@ def test_hex_revisions_are_not_secrets(example_document: Doc, revision: str) -> 
 def test_innocent_key_names(example_document: Doc, key: str) -> None:
     doc = copy.deepcopy(example_document)
     doc["model"][key] = 4096
-    assert secret_scan.scan(doc) == []
+    assert secret_scan.scan_document(doc) == []
 
 
 @pytest.mark.parametrize(
@@ -450,7 +450,7 @@ def test_innocent_text(example_document: Doc, text: str) -> None:
     doc = copy.deepcopy(example_document)
     doc["description"] = text
     doc["data"][0]["name"] = text[:200]
-    assert secret_scan.scan(doc) == [], secret_scan.scan(doc)
+    assert secret_scan.scan_document(doc) == [], secret_scan.scan_document(doc)
 
 
 async def test_innocent_text_passes_the_whole_gate(service: TrainingService, write_file: WriteFile,
@@ -470,18 +470,18 @@ _AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
 @pytest.mark.parametrize("text", [f"aws_secret_access_key = {_AWS_SECRET}", f"AWS_SECRET_ACCESS_KEY={_AWS_SECRET}",
                                   f"SecretAccessKey: {_AWS_SECRET}"])
 def test_aws_secret_access_key_assignment_is_found(text: str) -> None:
-    assert secret_scan.value_kinds(text) != []
+    assert secret_scan.text_kinds(text) != []
 
 
 @pytest.mark.parametrize("key", ["passwords", "api_keys", "apiKeys", "private_keys"])
 def test_plural_credential_key_names_are_found(example_document: Doc, key: str) -> None:
     doc = copy.deepcopy(example_document)
     doc[key] = ["hunter2"]
-    assert secret_scan.scan(doc) != []
+    assert secret_scan.scan_document(doc) != []
 
 
 def test_a_key_that_is_not_a_plain_identifier_is_masked_in_the_pointer() -> None:
-    findings = secret_scan.scan({"description": "x", "password: abc123": 1, "nested": {"token=hunter22 x": "v"}})
+    findings = secret_scan.scan_document({"description": "x", "password: abc123": 1, "nested": {"token=hunter22 x": "v"}})
     pointers = {f.pointer for f in findings}
     assert pointers == {"/*", "/nested/*"}
 
@@ -503,5 +503,5 @@ def test_the_scanner_is_linear_on_hostile_strings(unit: str) -> None:
 
     text = unit * ((1024 * 1024) // len(unit))
     started = time.monotonic()
-    secret_scan.scan({"description": text, text[:4096]: text})
+    secret_scan.scan_document({"description": text, text[:4096]: text})
     assert time.monotonic() - started < 20.0

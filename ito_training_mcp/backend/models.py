@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, 
 from ito_training_mcp.errors import ConfigRefusal
 from ito_training_mcp.gates.config import parse_endpoint
 from ito_training_mcp.gates.inputs import ID_PATTERN, KEY_PATTERN
-from ito_training_mcp.secret_scan import value_kinds
+from ito_training_mcp.scanner import text_kinds
 
 CONTRACT_VERSION = "ito.training.v1"
 REQUIRED_OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup")
@@ -76,7 +76,7 @@ def _review_url(value: object) -> str:
         endpoint = parse_endpoint(value)
     except ConfigRefusal:
         raise ValueError("must be an absolute https URL without userinfo, query or fragment") from None
-    if not endpoint.path or value_kinds(value):
+    if not endpoint.path or text_kinds(value):
         raise ValueError("must name a review page and hold no credential")
     return value
 

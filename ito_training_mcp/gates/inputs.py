@@ -5,7 +5,7 @@ checks here, so the schema an agent reads and the check the server applies canno
 Refusals never echo a value: an agent may have put something secret where an id belongs.
 
 No argument may hold a credential: neither a provider token shape (the manifest scanner's
-`value_kinds`) nor the configured credential itself. The configured one is checked twice, because
+`text_kinds`) nor the configured credential itself. The configured one is checked twice, because
 gate 0 must not read a credential (the token file is opened only after gate 3): at gate 0 against
 the credentials this process already holds in memory (every one it resolved before, and the value
 of `ITO_API_KEY` in its environment), and again right after the credential is resolved, before any
@@ -22,7 +22,7 @@ from typing import Any
 
 from ito_training_mcp.envelope import ErrorCode, Gate
 from ito_training_mcp.errors import InputRefusal, Refusal
-from ito_training_mcp.secret_scan import value_kinds
+from ito_training_mcp.scanner import text_kinds
 
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 KEY_PATTERN = r"^[A-Za-z0-9._:-]{16,255}$"
@@ -85,7 +85,7 @@ def current_guard() -> CredentialGuard | None:
 def _looks_like_credential(value: str) -> bool:
 
     guard = _guard.get()
-    return bool(value_kinds(value)) or (guard is not None and guard.holds_known(value))
+    return bool(text_kinds(value)) or (guard is not None and guard.holds_known(value))
 
 
 def _no_configured_credential(value: str, argument: str) -> None:
@@ -96,7 +96,7 @@ def _no_configured_credential(value: str, argument: str) -> None:
 
 def _no_credential(value: str, argument: str) -> None:
 
-    if value_kinds(value):
+    if text_kinds(value):
         raise _credential_refusal(argument)
     _no_configured_credential(value, argument)
 

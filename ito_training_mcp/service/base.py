@@ -36,13 +36,15 @@ from ito_training_mcp.backend.models import (
 from ito_training_mcp.egress import redact
 from ito_training_mcp.egress.audit import AuditLog
 from ito_training_mcp.egress.clean import clean_envelope, clean_progress
+from ito_training_mcp.egress.fit import fit
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate, refusal, success
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates import inputs
 from ito_training_mcp.gates.config import BackendSettings, ManifestSettings
-from ito_training_mcp.gates.manifest.digest import DigestedManifest, read_and_digest
+from ito_training_mcp.gates.manifest.digest import DigestedManifest, ManifestGate
 from ito_training_mcp.service.call import Call, CallClient
 from ito_training_mcp.service.flight import SingleFlight
+from ito_training_mcp.service.reviews import Reviews
 from ito_training_mcp.tools.specs import ALL_TOOLS
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -88,6 +90,8 @@ class ServiceBase:
         # credential in flight at a time; concurrent calls share its answer (never beyond that flight).
         self._capabilities_flights: SingleFlight[Capabilities] = SingleFlight()
         self._identity_flights: SingleFlight[str] = SingleFlight()
+        self._manifests = ManifestGate()
+        self._reviews = Reviews()
         self._configured_key()
 
     def _configured_key(self) -> tuple[str, ...]:
@@ -121,7 +125,7 @@ class ServiceBase:
         guard = inputs.CredentialGuard((*redact.known_secrets(), *self._configured_key()))
         try:
             with inputs.guarding(guard):
-                envelope = clean_envelope(await self._outcome(call, body))
+                envelope = fit(clean_envelope(fit(await self._outcome(call, body))))
         except anyio.get_cancelled_exc_class():
             # Cancelled (notifications/cancelled, Ctrl-C): the line is written anyway, shielded and bounded.
             with anyio.CancelScope(shield=True):
@@ -209,17 +213,17 @@ class ServiceBase:
             )
         return settings
 
-    async def _gate_manifest(self, path: str, *, summarize: bool = False) -> DigestedManifest:
-        """Gate 2: secure read, strict JSON, secret scan, schema; the digest of the bytes read, with
-        the summary when the caller shows it (`summarize`).
+    async def _gate_manifest(self, path: str) -> DigestedManifest:
+        """Gate 2: secure read, strict JSON, secret scan, character rule, schema; the digest of the bytes read.
+        Off the event loop, a bounded number at a time (`ManifestGate`). The result is kept for its whole
+        review (`full_review`)."""
+        digested = await self._manifests.digest(path, ManifestSettings.from_env(self.env))
+        self._reviews.keep(digested)
+        return digested
 
-        The read (and its SHA-256) runs in a worker thread: a read can block. The checks that follow
-        run here, while that thread hashes (`digest.read_and_digest`): they are bounded work on at
-        most the size cap (about 7 ms for a mebibyte), a worker would hold the event loop up under
-        the GIL all the same, and handing a mebibyte of parsed objects from a worker's core to this
-        one cost more than the checks (bench/README.md, "the thread hop")."""
-
-        return await read_and_digest(path, ManifestSettings.from_env(self.env), summarize=summarize)
+    def full_review(self, sha256: str) -> DigestedManifest | None:
+        """A manifest this process digested lately, by its SHA-256 (for the MCP resource and the CLI)."""
+        return self._reviews.get(sha256)
 
     async def _gate_capabilities(
         self, api: BackendClient, settings: BackendSettings, operations: tuple[str, ...] = ()

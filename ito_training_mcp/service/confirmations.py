@@ -42,6 +42,7 @@ from ito_training_mcp.service.notices import (
     request_opened,
     request_status,
 )
+from ito_training_mcp.service.reviews import review_data
 from ito_training_mcp.service.waiting import MonotonicClock, Position, wait_data, wait_until
 
 RUN_ACTIONS = ("training.cancel", "training.cleanup")
@@ -74,7 +75,7 @@ class ConfirmationOperations(ServiceBase):
             path = inputs.manifest_path(manifest_path)
             call.note(booking_id=booking)
             settings = self._gate_availability()                             # 1 availability
-            digested = await self._gate_manifest(path, summarize=True)       # 2 manifest
+            digested = await self._gate_manifest(path)                       # 2 manifest
             call.note(manifest_sha256=digested.sha256)
             async with self._backend(settings, call) as api:
                 await self._gate_capabilities(api, settings, _operations())           # 3 capabilities (+2)
@@ -239,7 +240,6 @@ def _request_id(request: ConfirmationRequest | None) -> str | None:
 
 
 def _plan_data(plan: Plan, digested: DigestedManifest) -> dict[str, Any]:
-    summary = digested.summary()
     request = plan.confirmation_request
     checks = [
         {"name": c.name, "status": c.status, "reason": c.reason,
@@ -267,8 +267,7 @@ def _plan_data(plan: Plan, digested: DigestedManifest) -> dict[str, Any]:
         "confirmation_request": opened,
         "max_cost_usd": f"{digested.manifest.budget.max_incremental_cost_usd}",
         "created_at": _rfc3339(plan, "created_at"),
-        "review": summary["review"],
-        "review_text": summary["review_text"],
+        **{key: value for key, value in review_data(digested).items() if key not in ("sha256", "path")},
     }
 
 

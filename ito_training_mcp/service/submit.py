@@ -22,6 +22,7 @@ from ito_training_mcp.service.notices import (
     NOTICE_EXISTING,
     NOTICE_RECOVERED,
 )
+from ito_training_mcp.service.reviews import review_data
 
 
 class SubmitOperations(ServiceBase):
@@ -55,9 +56,9 @@ class SubmitOperations(ServiceBase):
     async def digest_manifest(self, manifest_path: object) -> Envelope:
         async def body(call: Call) -> Outcome:
             path = inputs.manifest_path(manifest_path)                       # 0 input
-            digested = await self._gate_manifest(path, summarize=True)       # 2 manifest (local only)
+            digested = await self._gate_manifest(path)                       # 2 manifest (local only)
             call.note(manifest_sha256=digested.sha256)
-            return digested.summary(), NOTICE_DIGESTED
+            return review_data(digested), NOTICE_DIGESTED
 
         return await self._run("digest_manifest", body)
 

@@ -8,12 +8,11 @@ is accepted as `5` by gate 0 as by JSON Schema (never a boolean, never `5.5`).
 
 Portability rules, from what mainstream clients do with a tool's `inputSchema`:
 
-- The root is a plain object schema. No `oneOf`/`anyOf`/`allOf`/`not`/`if` at the root: the
-  Anthropic API refuses such a tool and Claude Code drops it. Cross-argument rules (exactly one
-  of `run_id` / `idempotency_key`) are expressed with `minProperties` and `dependentSchemas`,
-  which keep the root plain and put the union one level down.
-- No `$ref`/`$defs`, no bare boolean schemas, no `type` arrays (nullable is an `anyOf` of two
-  single-type branches, one level down).
+- Only `type`, `properties`, `required`, `enum`, `pattern`, `minLength`/`maxLength`,
+  `minimum`/`maximum`, `description` and `additionalProperties`, and an `anyOf` with `null` for an
+  optional value: the subset every provider's function calling and Ajv's strict mode accept. A rule
+  between arguments (exactly one of `run_id` / `idempotency_key`) is gate 0's, stated in the
+  arguments' descriptions and refused with INVALID_INPUT.
 - Patterns avoid lookaround and use only ASCII classes, so ECMA-262, RE2 and Python engines
   read them alike. `$` means end of string (ECMA-262), as JSON Schema specifies.
 
@@ -88,15 +87,10 @@ def log_limit(description: str) -> Schema:
     return bounded_integer(description, low=1, high=MAX_LOG_LIMIT)
 
 
-def _present(name: str) -> Schema:
-    """`name` is given and not null."""
-    return {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
-
-
 @dataclass(frozen=True)
 class Arguments:
-    """A tool's arguments: one JSON Schema per argument, which are required, and at most one
-    "exactly one of" group (non-null values)."""
+    """A tool's arguments: one JSON Schema per argument, which are required, and at most one "exactly one
+    of" group (non-null values; gate 0 enforces it, the descriptions say it)."""
 
     properties: Mapping[str, Schema]
     required: tuple[str, ...] = ()
@@ -122,11 +116,4 @@ class Arguments:
         }
         if self.required:
             schema["required"] = list(self.required)
-        if self.exactly_one_of:
-            # Every object that is not empty has one of these keys (additionalProperties is false), so
-            # the rule applies to all of them; the empty object is refused by minProperties. The union
-            # sits under dependentSchemas, never at the root.
-            exactly_one = {"oneOf": [_present(name) for name in self.exactly_one_of]}
-            schema["minProperties"] = 1
-            schema["dependentSchemas"] = {name: exactly_one for name in self.properties}
         return schema

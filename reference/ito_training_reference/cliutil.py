@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ito_training_mcp.egress.invisible import is_invisible
+from ito_training_mcp.scanner import INVISIBLE
 
 MIN_TOKEN_CHARS = 16
 MAX_TOKEN_FILE_BYTES = 4096
@@ -114,7 +114,7 @@ def invisible(char: str) -> bool:
     (the product's `invisible` class: Hangul fillers, variation selectors, braille blank ...)."""
     if char == " ":
         return False
-    return unicodedata.category(char) in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"} or is_invisible(char)
+    return unicodedata.category(char) in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"} or ord(char) in INVISIBLE
 
 
 def terminal_safe(text: str, limit: int = 2000) -> str:

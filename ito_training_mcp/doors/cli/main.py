@@ -28,11 +28,12 @@ import anyio
 from ito_training_mcp.doors.cli import skill_install
 from ito_training_mcp.doors.cli.next_steps import PROG
 from ito_training_mcp.doors.cli.person import for_cli
-from ito_training_mcp.doors.cli.render import ProgressBar, render_human, render_json
+from ito_training_mcp.doors.cli.render import ProgressBar, render_human, render_json, terminal_columns
 from ito_training_mcp.doors.cli.usage import Parser, UsageError, from_leftovers
 from ito_training_mcp.egress import logs
 from ito_training_mcp.egress.clean import clean_line
 from ito_training_mcp.envelope import Envelope, ErrorCode, ErrorInfo, Gate
+from ito_training_mcp.gates.manifest.review import review_lines
 from ito_training_mcp.service import TrainingService
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse", "render_human", "render_json", "run"]
@@ -276,25 +277,36 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     # What the printed next command may carry beyond the tool's arguments: `confirmation --manifest`.
     context = {**arguments, "manifest_path": args.manifest} if verb == "confirmation" and args.manifest else arguments
     bar = ProgressBar(stderr) if stderr.isatty() else None
+    interrupted: list[Envelope] = []
+    service = TrainingService(on_interrupted=interrupted.append)
     try:
-        envelope = _dispatch(command.tool, arguments, bar)
+        envelope = _dispatch(service, interrupted, command.tool, arguments, bar)
     finally:
         if bar is not None:
             bar.finish()
     shown, next_command = for_cli(verb, context, envelope)
-    print(render_json(shown) if args.json else render_human(shown, verb, next_command), file=stdout)
+    whole = _whole_review(service, envelope) if not args.json else None
+    print(render_json(shown) if args.json else render_human(shown, verb, next_command, whole), file=stdout)
     return EXIT_OK if envelope.ok else EXIT_REFUSED
 
 
-def _dispatch(tool: str, arguments: dict[str, Any], bar: ProgressBar | None = None) -> Envelope:
+def _whole_review(service: TrainingService, envelope: Envelope) -> list[str] | None:
+    """For a person at a terminal: the whole review of the manifest a digest or plan read (a result carries a
+    shortened one), laid out for this terminal."""
+    data = envelope.data or {}
+    sha256 = data.get("sha256") or data.get("manifest_sha256")
+    digested = service.full_review(sha256) if isinstance(sha256, str) and "review" in data else None
+    if digested is None:
+        return None
+    return review_lines(digested.review(), digested.sha256, terminal_columns())
+
+
+def _dispatch(service: TrainingService, interrupted: list[Envelope], tool: str, arguments: dict[str, Any],
+              bar: ProgressBar | None = None) -> Envelope:
     """Run one tool. Ctrl-C cancels it: the core writes its audit line and hands back the envelope of
     the interrupted call (SUBMISSION_OUTCOME_UNKNOWN when a mutation may have been sent)."""
 
-
-    interrupted: list[Envelope] = []
-
     async def go() -> Envelope:
-        service = TrainingService(on_interrupted=interrupted.append)
         return await service.invoke(tool, arguments, progress=bar)
 
     try:

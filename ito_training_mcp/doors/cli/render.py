@@ -181,6 +181,8 @@ def _digest(data: dict[str, Any], sha_key: str = "sha256") -> list[str]:
     """The review, laid out again for this terminal (`review_layout`: a value that wraps continues past
     the label column, so no wrapped text can look like a row of its own); `review_text` as it came when
     there is no review tree to lay out."""
+    if isinstance(data.get("review_lines"), list):
+        return [clean_text(str(line)) for line in data["review_lines"]]
     review, sha256 = data.get("review"), data.get(sha_key)
     if isinstance(review, dict) and isinstance(sha256, str):
         try:
@@ -268,8 +270,10 @@ def _wrap(text: str, prefix: str = "") -> list[str]:
                          break_long_words=False, break_on_hyphens=False) or [prefix.rstrip()]
 
 
-def render_human(envelope: Envelope, verb: str | None = None, next_command: str | None = None) -> str:
-    """A short readable form of a (CLI-worded) envelope; `--json` is the exact one."""
+def render_human(envelope: Envelope, verb: str | None = None, next_command: str | None = None,
+                 whole_review: list[str] | None = None) -> str:
+    """A short readable form of a (CLI-worded) envelope; `--json` is the exact one. `whole_review`: the
+    review laid out whole, shown instead of the envelope's shortened one."""
     envelope = clean_envelope(envelope)
     notice = envelope.notice
     if next_command is not None:
@@ -288,6 +292,8 @@ def render_human(envelope: Envelope, verb: str | None = None, next_command: str 
     else:
         data = envelope.data or {}
         renderer = RENDERERS.get(verb or "")
+        if whole_review is not None:
+            data = {**data, "review_lines": whole_review}
         lines = ["OK", *(renderer(data) if renderer is not None else tree(data))]
         lines += _wrap(notice)
     if next_command is not None:

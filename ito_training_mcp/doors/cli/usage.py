@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ito_training_mcp.backend.credentials import api_key_in_memory
-from ito_training_mcp.secret_scan import value_kinds
+from ito_training_mcp.scanner import text_kinds
 
 _OPTION_NAME = re.compile(r"--[a-z][a-z0-9]*(?:-[a-z0-9]+)*|-[A-Za-z]")
 _MAX_SHOWN = 32
@@ -131,7 +131,7 @@ def shown_option_name(token: str) -> str | None:
         return None
 
     configured = api_key_in_memory(os.environ)
-    if value_kinds(name) or value_kinds(name.lstrip("-")) or (configured is not None and configured in name):
+    if text_kinds(name) or text_kinds(name.lstrip("-")) or (configured is not None and configured in name):
         return None
     return name
 

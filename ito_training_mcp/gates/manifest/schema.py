@@ -1,81 +1,123 @@
-"""The reviewed training manifest, `ito.training.manifest.v1` (contract §6): its schema and parse.
+"""The reviewed training manifest, `ito.training.manifest.v1`: its models, its JSON Schema and its parse.
 
-The pydantic models are the one source of the schema: `manifest_json_schema()` is what the repo
-file `schemas/ito.training.manifest.v1.schema.json` and the MCP resource publish (a test keeps
-them equal). The models are strict (no coercion), closed (unknown keys refused) and carry money
-as `Decimal` parsed from decimal strings, never floats.
+The pydantic models are the one source of the schema: `manifest_json_schema()` is what the repository file
+`schemas/ito.training.manifest.v1.schema.json` and the MCP resource publish (a test keeps them equal). The
+models are strict (no coercion), closed (unknown keys refused) and carry money as `Decimal` parsed from
+decimal strings, never floats.
 
-`parse_manifest` is gate 2 after the read: strict JSON -> secret scan -> character rule -> schema.
-The read, the digest and the review a person is shown are in `digest.py`.
+`parse_manifest` is gate 2 after the read: strict JSON -> secret scan -> character rule -> schema. Refusals
+name JSON pointers and fixed problems, never file content.
 """
 
 from __future__ import annotations
 
-import functools
+import difflib
+import re
+from datetime import date
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from itertools import chain
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
+    PlainSerializer,
     ValidationError,
-    ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
-from ito_training_mcp import secret_scan
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
 from ito_training_mcp.gates.manifest import strict_json
-from ito_training_mcp.gates.manifest.characters import CHARACTER_CLASSES as CHARACTER_CLASSES
-from ito_training_mcp.gates.manifest.characters import character_class as character_class
-from ito_training_mcp.gates.manifest.characters import character_problems, holds_forbidden, look_at_bytes
-from ito_training_mcp.gates.manifest.schema_trim import trim_unknown_keys
-from ito_training_mcp.gates.manifest.values import (
-    DATA_MAX,
-    DATE,
-    LABEL_MAX,
-    SUITES,
-    SUITES_MAX,
-    SUITES_MIN,
-    URI,
-    IsoDate,
-    Label,
-    Labels,
-    ManyErrors,
-    Money,
-    Place,
-    Tally,
-    Uri,
-    merged,
-    places_in,
-    problems_at,
-    problems_of_valid,
-    trim_refused_labels,
-)
-from ito_training_mcp.gates.manifest.values import LABEL_PATTERN as _LABEL_PATTERN
-from ito_training_mcp.gates.manifest.values import URI_NOT_ASCII as URI_NOT_ASCII
-from ito_training_mcp.gates.manifest.values import WHITESPACE as WHITESPACE
-from ito_training_mcp.look_ahead import LookAhead
-from ito_training_mcp.pointers import pointer as safe_pointer
+from ito_training_mcp.gates.manifest.characters import character_problems
+from ito_training_mcp.scanner import pointer, scan_document
 
 SCHEMA_VERSION = "ito.training.manifest.v1"
 SCHEMA_ID = "https://ito.example/schemas/ito.training.manifest.v1.schema.json"
-_IMMUTABLE_REVISION = r"^([0-9a-f]{40}|[0-9a-f]{64}|sha256:[0-9a-f]{64})$"
 MAX_SCHEMA_PROBLEMS = 20
-NO_CONTROLS = "ito.no_controls"  # validation context: True when the bytes hold no control character
-TALLY = "ito.tally"  # validation context: a `Tally` for the value rules' errors
-# Validation context: every eval-suite label of the document validated, joined by a line break (the
-# gate has it from its look for labels that are not strings).
-LABELS_TEXT = "ito.labels_text"
-ALL_SHOWN = "ito.all_shown"  # validation context: True when the bytes say every string shows as itself
-# The value rules stop looking once they have found one problem more than the refusal shows: the
-# refusal then says "at least" (a mebibyte can hold a hundred thousand such problems).
-COUNTED_MAX = MAX_SCHEMA_PROBLEMS
+
+# ---------------------------------------------------------------------------- value types
+
+URI_SCHEMES = ("s3", "gs", "az", "hf", "https", "ito")
+# Printable ASCII after the scheme, but for space, `?`, `#` and `@`: the URI the person reads is the URI
+# used, with no look-alike letter from another script and nothing invisible; no credentials, query or
+# fragment.
+URI_PATTERN = r"^(s3|gs|az|hf|https|ito)://[\x21\x22\x24-\x3e\x41-\x7e]+$"
+_URI = re.compile(URI_PATTERN)
+URI_NOT_ASCII = "uri_not_ascii"
+REVISION_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64}|sha256:[0-9a-f]{64})$"
+# A label (a model, dataset, method or eval-suite name) is words separated by single spaces: no space at
+# either end, no run of spaces, no other kind of space. Padding could push its text to where the review's
+# own lines are.
+_SPACES = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000"
+LABEL_PATTERN = f"^[^{_SPACES}]+(?: [^{_SPACES}]+)*$"
+WHITESPACE = "whitespace"  # the problem of a label that misses LABEL_PATTERN
+DATA_MAX = 256
+MONEY_MAX = Decimal("100000000.00")
+_MONEY_PATTERN = r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,2})?$"
+_MONEY = re.compile(_MONEY_PATTERN)
+
+
+def _money(value: object) -> Decimal:
+    if not isinstance(value, str):
+        raise ValueError('money must be a decimal string such as "1500.00", not a JSON number')
+    if not _MONEY.fullmatch(value):
+        raise ValueError('money must be a non-negative decimal string with at most two decimals, e.g. "1500.00"')
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:  # pragma: no cover - the pattern already guarantees a decimal
+        raise ValueError("money must be a decimal string") from None
+    if amount <= 0:
+        raise ValueError("money must be greater than zero")
+    if amount > MONEY_MAX:
+        raise ValueError("money exceeds the maximum this schema accepts")
+    return amount
+
+
+def _uri(value: str) -> str:
+    if not value.isascii():
+        raise PydanticCustomError(URI_NOT_ASCII, "A URI must be ASCII: an internationalised host name in its xn-- "
+                                                 "form, any other character percent-encoded")
+    if not _URI.match(value) or value.endswith("://"):
+        raise PydanticCustomError("uri", "must be a URI with a scheme of " + ", ".join(URI_SCHEMES) +
+                                  ", printable ASCII, and no space, credentials, query or fragment")
+    return value
+
+
+def _real_date(value: str) -> str:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be a real calendar date") from None
+    return value
+
+
+Money = Annotated[
+    Decimal,
+    BeforeValidator(_money),
+    PlainSerializer(lambda d: f"{d:.2f}", return_type=str),
+    WithJsonSchema({"type": "string", "pattern": _MONEY_PATTERN, "description": 'Decimal USD, e.g. "1500.00".'}),
+]
+Uri = Annotated[
+    str,
+    Field(min_length=6, max_length=2048, json_schema_extra={"pattern": URI_PATTERN},
+          description=f"A stable location: scheme one of {', '.join(URI_SCHEMES)}; printable ASCII only "
+                      "(internationalised host names in their xn-- form); no credentials, query string or "
+                      "fragment."),
+    AfterValidator(_uri),
+]
+Label = Annotated[str, Field(min_length=1, max_length=200, pattern=LABEL_PATTERN)]
+IsoDate = Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", json_schema_extra={"format": "date"}),
+                    AfterValidator(_real_date)]
+Revision = Annotated[str, Field(pattern=REVISION_PATTERN)]
+
+# ---------------------------------------------------------------------------- the models
 
 
 class TrainingTarget(StrEnum):
@@ -98,17 +140,14 @@ class _Strict(BaseModel):
 class Model(_Strict):
     name: Label = Field(description="Model name, e.g. an organisation/model identifier.")
     parameter_count: int = Field(gt=0, le=10**14, description="Model size as a parameter count.")
-    revision: str = Field(
-        pattern=_IMMUTABLE_REVISION,
-        description="Immutable revision: a full 40- or 64-hex commit id or sha256:<64 hex>. "
-                    "Branch names and tags such as 'main' or 'latest' are refused.",
-    )
+    revision: Revision = Field(description="Immutable revision: a full 40- or 64-hex commit id or sha256:<64 hex>. "
+                                           "Branch names and tags such as 'main' or 'latest' are refused.")
 
 
 class Decontamination(_Strict):
     method: Label = Field(description="How the data was decontaminated, e.g. '13-gram overlap'.")
-    eval_suites: Labels = Field(min_length=SUITES_MIN, max_length=SUITES_MAX,
-                                     description="Eval suites the data was checked against.")
+    eval_suites: list[Label] = Field(min_length=1, max_length=100, description="Eval suites the data was checked "
+                                                                               "against.")
     report: Uri = Field(description="Where the decontamination report lives.")
     checked_at: IsoDate = Field(description="Date of the decontamination check (YYYY-MM-DD).")
 
@@ -116,9 +155,7 @@ class Decontamination(_Strict):
 class DataRef(_Strict):
     name: Label = Field(description="Short name of the dataset for the reviewer.")
     uri: Uri
-    revision: str | None = Field(
-        default=None, pattern=_IMMUTABLE_REVISION, description="Immutable dataset revision, if versioned."
-    )
+    revision: Revision | None = Field(default=None, description="Immutable dataset revision, if versioned.")
     decontamination: Decontamination
 
 
@@ -174,8 +211,7 @@ class TrainingManifest(_Strict):
     @field_validator("target", mode="before")
     @classmethod
     def _target_from_string(cls, value: object) -> object:
-        # Strict mode refuses a str for an enum; the JSON form is the string.
-        if isinstance(value, str):
+        if isinstance(value, str):  # strict mode refuses a str for an enum; the JSON form is the string
             try:
                 return TrainingTarget(value)
             except ValueError:
@@ -192,90 +228,6 @@ class TrainingManifest(_Strict):
                 raise ValueError("each step must be one of sft, dpo, rlvr") from None
         return value
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _values_checked_together(cls, data: Any, handler: ModelWrapValidatorHandler[TrainingManifest],
-                                 info: ValidationInfo) -> TrainingManifest:
-        """The URI, check-date and eval-suite label rules, for all values at once (`manifest_values`),
-        with their errors where pydantic would have put them. A manifest already made was checked then."""
-        if isinstance(data, TrainingManifest):
-            return handler(data)
-        context = info.context if isinstance(info.context, dict) else {}
-        tally = context.get(TALLY)
-        try:
-            manifest = handler(data)
-        except ValidationError as exc:
-            ours = problems_at(places_in(data), tally)
-            if tally is not None and not tally.merge_many and exc.error_count() > _MANY_PROBLEMS:
-                tally.left_out += len(ours)  # merging means converting all of pydantic's errors first
-                tally.unmerged = bool(ours)
-                raise ManyErrors(exc) from None
-            if ours:
-                raise merged(cls.__name__, exc, ours, _order, tally) from None
-            raise
-        refs = manifest.data
-        decontaminations = [ref.decontamination for ref in refs]
-        problems = problems_of_valid(
-            [ref.uri for ref in refs] + [d.report for d in decontaminations] + [manifest.checkpoints.storage],
-            [d.checked_at for d in decontaminations], [d.eval_suites for d in decontaminations],
-            lambda: _places_of(manifest), controls_possible=context.get(NO_CONTROLS) is not True, tally=tally,
-            labels_text=context.get(LABELS_TEXT), other_spaces_possible=context.get(ALL_SHOWN) is not True)
-        if problems:
-            raise ValidationError.from_exception_data(cls.__name__, problems)
-        return manifest
-
-    def review(self, references: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Exactly what the manifest asks for, shaped for a person to confirm. `references`: the data
-        references of the very document this manifest was validated from (gate 2 passes them on), as
-        the review's own: validated strictly, under a closed schema, they hold exactly the review's
-        keys and values, and only `revision` may be absent. Building them again costs a mebibyte
-        manifest ~0.3 ms."""
-        if references is not None:
-            data = [ref if "revision" in ref else {**ref, "revision": None} for ref in references]
-        else:
-            data = [
-                {
-                    "name": ref.name,
-                    "uri": ref.uri,
-                    "revision": ref.revision,
-                    "decontamination": {
-                        "method": ref.decontamination.method,
-                        "eval_suites": list(ref.decontamination.eval_suites),
-                        "report": ref.decontamination.report,
-                        "checked_at": ref.decontamination.checked_at,
-                    },
-                }
-                for ref in self.data
-            ]
-        return {
-            "model": {
-                "name": self.model.name,
-                "parameter_count": self.model.parameter_count,
-                "size": _human_size(self.model.parameter_count),
-                "revision": self.model.revision,
-            },
-            "target": self.target.value,
-            "data": data,
-            "post_training": [s.value for s in self.post_training],
-            "budget": {
-                "ceiling_usd": f"{self.budget.ceiling_usd:.2f}",
-                "max_incremental_cost_usd": f"{self.budget.max_incremental_cost_usd:.2f}",
-            },
-            "checkpoints": {
-                "interval_steps": self.checkpoints.interval_steps,
-                "retain_last": self.checkpoints.retain_last,
-                "storage": self.checkpoints.storage,
-            },
-            "description": self.description,
-        }
-
-
-def _human_size(count: int) -> str:
-    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
-        if count >= scale:
-            return f"{count / scale:.3g}{unit}"
-    return str(count)
-
 
 def manifest_json_schema() -> dict[str, Any]:
     """The published JSON Schema, generated from the models (validation mode)."""
@@ -284,247 +236,94 @@ def manifest_json_schema() -> dict[str, Any]:
     return schema
 
 
-def _schema_problems(exc: ValidationError) -> list[dict[str, str]]:
-    """Locations and fixed messages only: pydantic's input values are file content, and so are
-    keys (an unknown key is masked in its pointer unless it is a plain identifier)."""
-    problems: list[dict[str, str]] = []
-    for err in exc.errors(include_url=False, include_input=False, include_context=True)[:MAX_SCHEMA_PROBLEMS]:
-        message = err["msg"] if err["type"] in ("value_error", "assertion_error") else err["type"]
-        if err["type"] == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == _LABEL_PATTERN:
-            message = WHITESPACE  # the only way a label misses its pattern
-        problems.append({"pointer": safe_pointer(err["loc"]), "problem": str(message)[:200]})
-    return problems
+# ---------------------------------------------------------------------------- the parse
 
-
-# The objects the schema validates as models, and where in them their nested models are.
-_NESTED_MODELS: dict[type[BaseModel], dict[str, tuple[type[BaseModel], bool]]] = {
-    TrainingManifest: {"model": (Model, False), "data": (DataRef, True), "budget": (Budget, False),
-                       "checkpoints": (CheckpointPolicy, False)},
-    DataRef: {"decontamination": (Decontamination, False)},
+# The models at each place of a manifest, for "did you mean" on an unknown key.
+_NESTED: dict[type[BaseModel], dict[str, type[BaseModel]]] = {
+    TrainingManifest: {"model": Model, "data": DataRef, "budget": Budget, "checkpoints": CheckpointPolicy},
+    DataRef: {"decontamination": Decontamination},
 }
-
-
-class _SchemaRefusal:
-    """What the schema found wrong: how many problems (`at_least`: counting stopped there), and the
-    first MAX_SCHEMA_PROBLEMS of them."""
-
-    def __init__(self, count: int, problems: list[dict[str, str]], *, at_least: bool = False) -> None:
-        self.count = count
-        self.problems = problems
-        self.at_least = at_least
-
-
-def _validate(document: Any, *, controls_possible: bool = True, all_shown: bool = False
-              ) -> TrainingManifest | _SchemaRefusal:
-    """The schema's verdict. Turning pydantic's errors into Python objects is what costs on a hostile
-    document (45,000 unknown keys: ~60 ms, against ~10 ms to validate them), and only the first
-    MAX_SCHEMA_PROBLEMS are reported. So, before validating:
-    - unknown keys past those are left out at the top level (a cheap look);
-    - when some eval-suite label is not a string (one join of them all tells), the labels pydantic
-      refuses as such past the first MAX_SCHEMA_PROBLEMS are left out (`trim_refused_labels`);
-    and the value rules make that many errors at most and stop counting past COUNTED_MAX (`Tally`).
-    When the count still shows many problems, the document is validated again without the unknown
-    keys of nested objects. None of this changes the problems reported, nor the count unless the
-    rules stopped counting (`at_least`; see schema_trim.py). `controls_possible`: False when the
-    caller knows from the bytes that no string holds a control character (the character rule's look
-    at them), so the URI rule skips its printability pass. `all_shown`: the caller knows from the
-    bytes that every key and string shows as itself (`look_at_bytes`), so the label rule skips its
-    look for space separators other than the plain space."""
-    trimmed, left_out = trim_unknown_keys(document, TrainingManifest, {}, keep=MAX_SCHEMA_PROBLEMS)
-    labels_text = _labels_text(trimmed)
-    stopped = False
-    if labels_text is None or _labels_too_long(trimmed, labels_text):
-        trimmed, refused_labels, stopped = trim_refused_labels(trimmed, keep=MAX_SCHEMA_PROBLEMS,
-                                                               stop_after=COUNTED_MAX)
-        left_out += refused_labels
-        labels_text = None if labels_text is None else _labels_text(trimmed)
-    tally = Tally(MAX_SCHEMA_PROBLEMS, merge_many=False, cap=COUNTED_MAX)
-    try:
-        try:
-            return TrainingManifest.model_validate(trimmed, strict=True, context={
-                NO_CONTROLS: not controls_possible, TALLY: tally, LABELS_TEXT: labels_text, ALL_SHOWN: all_shown})
-        except ManyErrors as many:
-            raise many.exc from None
-    except ValidationError as exc:
-        count = exc.error_count() + left_out + tally.left_out
-        if exc.error_count() > _MANY_PROBLEMS:
-            deeper, _ = trim_unknown_keys(trimmed, TrainingManifest, _NESTED_MODELS, keep=MAX_SCHEMA_PROBLEMS)
-            deeper, *_ = trim_refused_labels(deeper, keep=MAX_SCHEMA_PROBLEMS, stop_after=MAX_SCHEMA_PROBLEMS)
-            if deeper is not trimmed or tally.unmerged:
-                try:
-                    TrainingManifest.model_validate(deeper, strict=True, context={
-                        NO_CONTROLS: not controls_possible,
-                        TALLY: Tally(MAX_SCHEMA_PROBLEMS, cap=MAX_SCHEMA_PROBLEMS)})
-                except ValidationError as fewer:
-                    exc = fewer
-        return _SchemaRefusal(count, _schema_problems(exc), at_least=tally.capped or stopped)
-
-
-def _labels_too_long(document: Any, labels_text: str) -> bool:
-    """Are there labels longer than LABEL_MAX, in a document whose labels are `labels_text` (see
-    `_labels_text`), as far as it pays to look? Thousands of them made pydantic an error object
-    each, then a second validation (5x-6x the parse of their bytes; left out past the first twenty,
-    ~2x). Looking at every label costs 0.2x-0.3x where there are tens of thousands, so only labels
-    half as long as allowed on average, or longer, are looked at (a mebibyte holds ~10,000 of them
-    at most); among shorter ones, those too long are at most as many as the short ones, and pydantic
-    finds them as before."""
-    lists = [ref["decontamination"]["eval_suites"] for ref in document["data"]]
-    count = sum(map(len, lists))
-    if len(labels_text) - count < LABEL_MAX // 2 * count:  # (without the line breaks that join them)
-        return False
-    return max(map(len, chain.from_iterable(lists)), default=0) > LABEL_MAX
-
-
-def _labels_text(document: Any) -> str | None:
-    """Every eval-suite label of a parsed manifest document, joined by a line break; None when a label
-    is not a string or the document is not shaped like a manifest there. (What it gives for a
-    misshapen document is never used: it serves a document the schema accepts.) Labels too long
-    are left to the schema: a mebibyte holds ~5,000 of them; so are lone surrogates, which strict
-    JSON never gives."""
-    if type(document) is not dict or type(data := document.get("data")) is not list or len(data) > DATA_MAX:
-        return None
-    try:
-        return "\n".join(chain.from_iterable(ref["decontamination"]["eval_suites"] for ref in data))
-    except (TypeError, KeyError):
-        return None
-
-
-def _places_of(manifest: TrainingManifest) -> list[Place]:
-    """The values of the rules checked together, as the validated manifest holds them, in document
-    order (a reference's URI, then its eval suites, report and check date; the checkpoint storage)."""
-    places: list[Place] = []
-    for index, ref in enumerate(manifest.data):
-        d = ref.decontamination
-        at = ("data", index, "decontamination")
-        places += [(("data", index, "uri"), URI, ref.uri), ((*at, "eval_suites"), SUITES, d.eval_suites),
-                   ((*at, "report"), URI, d.report), ((*at, "checked_at"), DATE, d.checked_at)]
-    places.append((("checkpoints", "storage"), URI, manifest.checkpoints.storage))
-    return places
-
-
-def _order(loc: tuple[str | int, ...]) -> tuple[int, ...]:
-    """Where pydantic reports an error at `loc` among the others: a model's fields in their order, an
-    unknown key after them, list items by index."""
-    model: type[BaseModel] | None = TrainingManifest
-    key: list[int] = []
-    for part in loc:
-        if isinstance(part, int):
-            key.append(part)
-            continue
-        fields = _field_index(model) if model is not None else {}
-        key.append(fields.get(part, len(fields)))
-        nested = _NESTED_MODELS.get(model, {}).get(part) if model is not None else None
-        model = nested[0] if nested is not None else None
-    return tuple(key)
-
-
-@functools.cache
-def _field_index(model: type[BaseModel]) -> dict[str, int]:
-    return {name: index for index, name in enumerate(model.model_fields)}
-
-
-_MANY_PROBLEMS = 256
-
-
-def _invalid_json(exc: strict_json.StrictJSONError) -> ManifestRefusal:
-    return ManifestRefusal(
-        ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {exc.reason}.", check="json"
-    )
+# Fixed words for pydantic's errors whose own message would name a pattern or a class.
+_PROBLEMS = {
+    "missing": "required",
+    "string_type": "must be a string",
+    "int_type": "must be a whole number",
+    "list_type": "must be a list",
+    "model_type": "must be an object",
+    "dict_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "string_too_short": "must not be empty",
+    "too_short": "must not be empty",
+}
 
 
 def parse_manifest(content: bytes) -> TrainingManifest:
     """Strict JSON -> secret scan -> character rule -> schema, or raise `ManifestRefusal`."""
-    return parse_with_text(content)[0]
-
-
-def parse_with_text(content: bytes) -> tuple[TrainingManifest, str, list[dict[str, Any]]]:
-    """`parse_manifest`, with the text the bytes decoded to and the validated document's data
-    references (see `TrainingManifest.review`)."""
-    parsed = parse_checked(content)
-    return parsed.manifest, parsed.text, parsed.references
-
-
-class Parsed(NamedTuple):
-    """A manifest that passed gate 2, with what the gate learnt on the way."""
-
-    manifest: TrainingManifest
-    text: str  # what the bytes decoded to
-    references: list[dict[str, Any]]  # the validated document's data references
-    # every key and string shows as itself, tab and newline aside: True is certain; None: not looked at
-    shown_as_is: bool | None  # (manifest_characters.look_at_bytes)
-
-
-def parse_checked(content: bytes, ahead: LookAhead | None = None) -> Parsed:
-    """`parse_manifest`, with what the gate learnt on the way (`Parsed`). `ahead`: the looks at
-    `content` another thread takes meanwhile (`look_ahead.py`), each asked for when it is needed.
-
-    The refusals come in that order. The character rule and the schema are consulted first, silently
-    (the schema only when the rule finds nothing, since its problems would never be shown): a
-    document either refuses is refused whatever the scan finds, so the scan may bound its work there
-    (see `secret_scan.scan`); a document both accept is scanned in full. The nesting limit of strict
-    JSON is checked before any refusal is raised; a document the schema accepts nests five levels at
-    most.
-    """
     try:
         text = strict_json.decode(content)
-        document = strict_json.loads_text(text, max_depth=None)
+        document = strict_json.loads_text(text)
     except strict_json.StrictJSONError as exc:
-        raise _invalid_json(exc) from None
-    look = ahead.look(content) if ahead is not None else None
-    if look is None:
-        look = look_at_bytes(content, characters=len(text))  # C0 and DEL are in the rule's classes
-    forbidden_possible = look.forbidden_possible
-    strings = secret_scan.DocumentStrings(document)
-    refused_for_characters = forbidden_possible and (  # settled by the bytes without escapes
-        b"\\" not in content or holds_forbidden(document, *strings.get()))
-    validated = None if refused_for_characters else _validate(document, controls_possible=forbidden_possible,
-                                                              all_shown=look.shown_as_is is True)
-
-    def refuse(refusal: ManifestRefusal) -> ManifestRefusal:
-        depth = strings.depth()  # counted by the walk of every string, when the scan or the rule made it
-        if strict_json.depth_exceeds(document, source=content) if depth is None else depth > strict_json.MAX_DEPTH:
-            return _invalid_json(strict_json.too_deep())
-        return refusal
-
-    # The scanner's invisible characters are all forbidden (a test keeps it so): bytes that can hold no
-    # forbidden character spare the scanner its own search for them.
-    findings = secret_scan.scan(document, source=text, strings=strings,
-                                bounded=isinstance(validated, _SchemaRefusal) or refused_for_characters,
-                                source_invisible_free=not forbidden_possible, encoded=content, facts=look.facts,
-                                first_places=None if ahead is None else functools.partial(ahead.first_places, content))
+        raise ManifestRefusal(ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {exc.reason}.",
+                              check="json") from None
+    findings = scan_document(document)
     if findings:
-        raise refuse(ManifestRefusal(
+        raise ManifestRefusal(
             ErrorCode.MANIFEST_SECRET,
-            f"The manifest contains {len(findings)} value(s) that look like credentials; "
-            "see details.findings for where. The values are not shown.",
-            check="secret_scan",
-            details={"findings": [f.as_dict() for f in findings]},
-        ))
-    if refused_for_characters:
-        characters = character_problems(document)
-        classes = sorted({str(p["problem"]) for p in characters})
-        raise refuse(ManifestRefusal(
+            f"The manifest contains {len(findings)} value(s) that look like credentials; see details.findings "
+            "for where. The values are not shown.",
+            check="secret_scan", details={"findings": [f.as_dict() for f in findings]})
+    characters = character_problems(document, text)
+    if characters:
+        classes = ", ".join(sorted({p["problem"] for p in characters}))
+        raise ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,
             f"The manifest contains characters that could make a reviewer see something other than what is "
-            f"submitted ({', '.join(classes)}); see details.problems for where. They are not shown.",
-            check="schema",
-            details={"problems": characters},
-        ))
+            f"submitted ({classes}); see details.problems for where. They are not shown.",
+            check="schema", details={"problems": characters})
     if not isinstance(document, dict):
-        raise refuse(ManifestRefusal(
-            ErrorCode.MANIFEST_SCHEMA, "The manifest must be a JSON object.", check="schema",
-            details={"problems": [{"pointer": "", "problem": "must be an object"}]},
-        ))
-    assert validated is not None  # no character problem: validated above
-    if isinstance(validated, _SchemaRefusal):
-        raise refuse(ManifestRefusal(
+        raise ManifestRefusal(ErrorCode.MANIFEST_SCHEMA, "The manifest must be a JSON object.", check="schema",
+                              details={"problems": [{"pointer": "", "problem": "must be an object"}]})
+    try:
+        return TrainingManifest.model_validate(document, strict=True)
+    except ValidationError as exc:
+        problems = [_problem(error) for error in exc.errors(include_url=False, include_input=False)]
+        raise ManifestRefusal(
             ErrorCode.MANIFEST_SCHEMA,
-            f"The manifest does not match {SCHEMA_VERSION} ({'at least ' if validated.at_least else ''}"
-            f"{validated.count} problem(s); see details.problems).",
-            check="schema",
-            details={"problems": validated.problems},
-        ))
-    return Parsed(validated, text, document["data"], look.shown_as_is)
+            f"The manifest does not match {SCHEMA_VERSION} ({len(problems)} problem(s); see details.problems).",
+            check="schema", details={"problems": problems[:MAX_SCHEMA_PROBLEMS]}) from None
+
+
+def _problem(error: Any) -> dict[str, str]:
+    """One schema problem: where (keys masked as in every manifest refusal) and what, in fixed words."""
+    location: tuple[str | int, ...] = tuple(error["loc"])
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        message = "unknown key" + _did_you_mean(location)
+    elif kind == "string_pattern_mismatch":
+        message = "must be an immutable revision: 40 or 64 hex digits, or sha256: and 64" if (
+            location and location[-1] == "revision") else (
+            "must be a date in YYYY-MM-DD form" if location and location[-1] == "checked_at" else WHITESPACE)
+    elif kind in _PROBLEMS:
+        message = _PROBLEMS[kind]
+    elif kind == "value_error":
+        message = str(error["msg"]).removeprefix("Value error, ")
+    else:
+        message = str(error["msg"])
+    return {"pointer": pointer(location), "problem": message[:200]}
+
+
+def _did_you_mean(location: tuple[str | int, ...]) -> str:
+    """"; did you mean 'x'?" for an unknown key close to a known one at that place, else ""."""
+    model: type[BaseModel] | None = TrainingManifest
+    for part in location[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        model = _NESTED.get(model, {}).get(part)
+    key = location[-1] if location else None
+    if model is None or not isinstance(key, str):
+        return ""
+    close = difflib.get_close_matches(key.lower(), list(model.model_fields), n=1, cutoff=0.75)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 # python -m ito_training_mcp.gates.manifest.schema > schemas/ito.training.manifest.v1.schema.json

@@ -1,8 +1,9 @@
-"""Strict JSON for reviewed documents: UTF-8 only, no duplicate keys, no NaN/Infinity,
-bounded nesting, and numbers with a fraction kept as `Decimal` (never float arithmetic).
+"""Strict JSON for reviewed documents: UTF-8 only, no byte-order mark, no duplicate keys, no NaN or
+Infinity, no lone surrogate, at most 32 levels of nesting, and numbers with a fraction kept as `Decimal`.
 
-A reviewer reads one meaning from a file; a parser that silently keeps the last of two
-duplicate keys, or rounds a number, would let the bytes say something else.
+A reviewer reads one meaning from a file; a parser that silently keeps the last of two duplicate keys,
+or rounds a number, would let the bytes say something else. Backend answers use the same parser with
+`decimal_fractions=False` (their money is carried in strings; other fractions stay floats).
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import json
 import math
 import re
 from decimal import Decimal
-from itertools import chain
 from typing import Any
 
 MAX_DEPTH = 32
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class StrictJSONError(ValueError):
@@ -45,9 +44,6 @@ def _constant(_name: str) -> Any:
     raise _Constant
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=Decimal, parse_constant=_constant)
-# For documents whose money is carried in strings (backend responses): fractions stay JSON numbers,
-# so values such as eval scores are relayed with the type the sender gave them.
 def _finite_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):  # "1e999" is a valid JSON number, but not one a float can carry
@@ -55,150 +51,32 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_FLOAT_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_finite_float, parse_constant=_constant)
-# The same without the duplicate-key hook, a Python call per object: for text holding many objects,
-# duplicates are then found by counting (see `_has_duplicate`).
-_PLAIN_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_constant)
-_PLAIN_FLOAT_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_constant)
-_MANY_OBJECTS = 1024  # past this many objects (a valid manifest has about 520 at most), counting costs less
+_DECIMAL = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=Decimal, parse_constant=_constant)
+_FLOAT = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_finite_float, parse_constant=_constant)
+_BRACKETS = str.maketrans("[{]}", "(())")
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 
 
-class _ManyObjects(Exception):
-    pass
-
-
-def _parse(text: str, decimal_fractions: bool) -> Any:
-    """The document, parsed with the duplicate-key hook up to _MANY_OBJECTS objects; a text holding
-    more is parsed again without it (`_without_hook`). A refusal is always the hooked parse's."""
-    made = 0
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal made
-        made += 1
-        if made > _MANY_OBJECTS:
-            raise _ManyObjects
-        return _pairs(items)
-
-    counted = json.JSONDecoder(object_pairs_hook=pairs, parse_float=Decimal if decimal_fractions else _finite_float,
-                               parse_constant=_constant)
-    try:
-        return counted.decode(text)
-    except _ManyObjects:
-        pass
-    value = _without_hook(text, decimal_fractions)
-    return (_DECODER if decimal_fractions else _FLOAT_DECODER).decode(text) if value is _NOT_PARSED else value
-
-
-_NOT_PARSED = object()
-
-
-def _without_hook(text: str, decimal_fractions: bool) -> Any:
-    """The document parsed without the hook, or _NOT_PARSED: when the plain parse refuses the text,
-    finds a duplicate in it, or cannot tell (an escaped colon)."""
-    if "\\u003a" in text or "\\u003A" in text:
-        return _NOT_PARSED
-    try:
-        value = (_PLAIN_DECODER if decimal_fractions else _PLAIN_FLOAT_DECODER).decode(text)
-        return _NOT_PARSED if _has_duplicate(text, value) else value
-    except (ValueError, ArithmeticError, RecursionError, _Constant):
-        return _NOT_PARSED
-
-
-def _has_duplicate(text: str, value: Any) -> bool:
-    """Did the plain decoder drop a pair of `text` (a duplicate key) to make `value`?
-
-    Outside strings, a JSON text holds `:` only between a key and its value, and `json.dumps`
-    writes the colons inside strings as they are: the decoded document written back holds as many
-    colons as the text unless a pair was dropped, which takes at least its separator with it. (An
-    escaped colon, `\\u003a`, would count in one and not the other: such text is parsed with the hook.)
-    """
-    written = json.dumps(value, ensure_ascii=False, default=str, check_circular=False)
-    return written.count(":") != text.count(":")
-
-
-_CONTAINERS = (dict, list)  # what the decoders build; nothing else holds children
-
-
-def depth_exceeds(value: Any, limit: int = MAX_DEPTH, *, source: bytes | None = None) -> bool:
-    """Is `value` nested deeper than `limit` levels of arrays and objects? Level by level,
-    iteratively, so a hostile document cannot exhaust the stack here. Each level's children are
-    gathered in C and looked at once each, but for a long list of strings (labels), which is passed
-    over at C speed. `source`, the JSON text `value` was parsed from: when a level has many children
-    other than such strings, and the text holds many objects and few strings beside them, its brackets are
-    counted instead (`_brackets_exceed`, whose cost grows with the strings as the walk's grows with
-    the objects; a document with few children per level is walked, without a look at its text)."""
-    level = [value] if type(value) in _CONTAINERS else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return True
-        objects = [node for node in level if type(node) is dict]
-        lists = [node for node in level if type(node) is list]
-        long = [node for node in lists if len(node) > _SHORT_LIST]
-        mixed = []
-        for node in long:
-            try:
-                "".join(node)  # nothing but strings: no level below
-            except TypeError:
-                mixed.append(node)
-        if source is not None and len(level) + sum(map(len, objects)) + sum(map(len, mixed)) > _MANY_OBJECTS:
-            if (braces := source.count(b"{")) > _MANY_OBJECTS and 4 * braces > source.count(b'"'):
-                return _brackets_exceed(source, limit)
-            source = None  # decided: the walk goes on
-        below = [child for child in chain(chain.from_iterable(map(dict.values, objects)),
-                                          chain.from_iterable(node for node in lists if len(node) <= _SHORT_LIST),
-                                          chain.from_iterable(mixed))
-                 if type(child) in _CONTAINERS]
-        level = below
-    return False
-
-
-_SHORT_LIST = 8
-_TO_BRACKETS = bytes.maketrans(b"[{]}", b"(())")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def _brackets_exceed(source: bytes, limit: int) -> bool:
-    """`depth_exceeds` of valid JSON text, in a few byte operations instead of a step per container.
-
-    Escapes out, every other `"` opens a string: what lies between is content and its brackets do
-    not nest. The brackets outside strings, written as one kind, are a tree: each pass of removing
-    every `()` removes its leaves, and the text is nested deeper than `limit` when `limit` passes
-    leave something. (Hundreds of thousands of empty objects took 46 ms walked, about 2 ms so.)
-    """
-    if b"\\" in source:  # escaped backslashes out first: a quote after one ends the string
-        source = source.replace(b"\\\\", b"").replace(b'\\"', b"")
-    nesting = b"".join(source.split(b'"')[::2]).translate(_TO_BRACKETS, _NOT_BRACKETS)
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Is valid JSON `text` nested deeper than `limit` levels? Counted on its brackets outside strings,
+    each pass removing the innermost pairs: a few string operations, whatever the document holds."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    if "\\" in text:  # escaped backslashes and quotes out first: a quote after one does not end a string
+        text = text.replace("\\\\", "").replace('\\"', "")
+    outside = "".join(text.split('"')[::2])  # every other quote opens a string: what lies between is content
+    nesting = _NOT_BRACKETS.sub("", outside).translate(_BRACKETS)
     for _ in range(limit):
         if not nesting:
             return False
-        nesting = nesting.replace(b"()", b"")
+        nesting = nesting.replace("()", "")
     return bool(nesting)
-
-
-def too_deep(max_depth: int = MAX_DEPTH) -> StrictJSONError:
-    return StrictJSONError(f"nesting is deeper than {max_depth} levels")
-
-
-def loads(data: bytes, *, max_depth: int | None = MAX_DEPTH, decimal_fractions: bool = True) -> Any:
-    """Parse UTF-8 JSON bytes strictly or raise `StrictJSONError`.
-
-    `decimal_fractions` (the default, for reviewed manifests) parses numbers with a fraction as
-    `Decimal`; without it they are floats (backend answers, where money is a string by contract).
-    `max_depth=None` leaves the nesting check (one walk over every container) to the caller, who
-    must then call `depth_exceeds` before trusting or reporting anything about the document:
-    the manifest gate does, and skips it when its closed schema accepted the document (the schema
-    nests five levels, so a document it accepts is never too deep). Nesting the parser itself
-    cannot handle is refused here in any case.
-    """
-    return loads_text(decode(data), max_depth=max_depth, decimal_fractions=decimal_fractions, source=data)
 
 
 def decode(data: bytes) -> str:
     """The text of UTF-8 JSON bytes, or `StrictJSONError` (not UTF-8, or a byte-order mark)."""
     try:
-        text = data.decode("utf-8", errors="strict")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise StrictJSONError("the file is not valid UTF-8") from None
     if text.startswith("\ufeff"):
@@ -206,32 +84,34 @@ def decode(data: bytes) -> str:
     return text
 
 
-def loads_text(text: str, *, max_depth: int | None = MAX_DEPTH, decimal_fractions: bool = True,
-               source: bytes | None = None) -> Any:
-    """`loads` of text that `decode` returned (from `source`, if the caller has the bytes)."""
+def loads(data: bytes, *, decimal_fractions: bool = True) -> Any:
+    """Parse UTF-8 JSON bytes strictly or raise `StrictJSONError`."""
+    return loads_text(decode(data), decimal_fractions=decimal_fractions)
+
+
+def loads_text(text: str, *, decimal_fractions: bool = True) -> Any:
+    """`loads` of text that `decode` returned."""
     try:
-        value = _parse(text, decimal_fractions)
+        value = (_DECIMAL if decimal_fractions else _FLOAT).decode(text)
     except _Duplicate:
         raise StrictJSONError("an object has a duplicate key") from None
     except _Constant:
         raise StrictJSONError("NaN and Infinity are not JSON numbers") from None
     except RecursionError:
-        raise too_deep(MAX_DEPTH if max_depth is None else max_depth) from None
-    except json.JSONDecodeError as exc:
-        # Position only: the decoder's message would quote nothing, but keep it to fixed text.
+        raise StrictJSONError(f"nesting is deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:  # the position only: the decoder's message stays out
         raise StrictJSONError(f"not valid JSON (line {exc.lineno}, column {exc.colno})") from None
-    except (ValueError, ArithmeticError):
-        # An integer literal longer than Python's conversion limit, or an exponent beyond Decimal's range.
+    except (ValueError, ArithmeticError):  # an integer past Python's digit limit, an exponent past Decimal's
         raise StrictJSONError("a number cannot be represented") from None
-    if max_depth is not None and depth_exceeds(value, max_depth, source=source):
-        raise too_deep(max_depth)
-    if "\\" in text and _SURROGATE_ESCAPE.search(text) and not _is_valid_unicode(value):
+    if too_deep(text):
+        raise StrictJSONError(f"nesting is deeper than {MAX_DEPTH} levels")
+    if "\\" in text and ("\\ud" in text or "\\uD" in text) and not _encodable(value):
         raise StrictJSONError("a string escapes a lone UTF-16 surrogate, which is not text")
     return value
 
 
-def _is_valid_unicode(value: Any) -> bool:
-    """Pairs of surrogate escapes decode to one character; a lone one cannot be encoded as UTF-8."""
+def _encodable(value: Any) -> bool:
+    """A pair of surrogate escapes decodes to one character; a lone one cannot be written as UTF-8."""
     try:
         json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
     except UnicodeEncodeError:
