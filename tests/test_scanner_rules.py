@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ito_training_mcp.scanner import scan_document, text_kinds
@@ -12,6 +14,8 @@ FALSE = [pytest.param(rule, expand(fp), id=f"{rule.kind}-{n}") for rule in RULES
 
 
 def _has_trigger(rule: Rule, text: str) -> bool:
+    if rule.pattern_triggers:
+        return any(re.search(t, text) for t in rule.triggers)
     return any((t.lower() in text.lower()) if rule.fold else (t in text) for t in rule.triggers)
 
 

@@ -7,6 +7,10 @@ part `spans` masks and the check reads); group `n`, where present, is the name g
 match contains one of the rule's `triggers` (compared case-insensitively when `fold`): one pass finds
 the triggers present, and only their rules are searched.
 
+A leading `\b` is checked outside RE2, on the character before a match, so that the engine can jump
+from one occurrence of the literal that follows to the next (a pattern opening with `\b` or a class
+makes it read every byte).
+
 Samples are templates: `{an36}` stands for 36 pseudo-random characters of class `an` (see `CLASSES`;
 `expand` fills them, the same way every time), so no sample is a credential written out. The formats
 are facts gathered from providers' documentation and public rule sets (prefixes, lengths, alphabets);
@@ -59,7 +63,9 @@ def expand(template: str) -> str:
 @dataclass(frozen=True)
 class Rule:
     """One thing the scanner looks for. `check` names the confirmation (checks.CHECKS, or "assigned":
-    a credential name and a value; "key_name": an object key); `keys_only`: searched in keys alone."""
+    a credential name and a value; "key_name": an object key); `keys_only`: searched in keys alone;
+    `parse`: the pattern in Python's syntax, to split a match into its groups, where the RE2 spelling is
+    not also Python's; `pattern_triggers`: the triggers are RE2 patterns, not literals."""
 
     kind: str
     pattern: str
@@ -70,6 +76,8 @@ class Rule:
     fps: tuple[str, ...] = ()
     fold: bool = False
     keys_only: bool = False
+    parse: str = ""
+    pattern_triggers: bool = False
 
 
 # ---------------------------------------------------------------------------- names before a value
@@ -80,21 +88,25 @@ STEMS: tuple[str, ...] = (
     "chave", "schlüssel", "clé", "парол", "секрет", "токен", "ключ", "密码", "密碼", "口令", "密钥", "密鑰", "令牌",
     "パスワード", "暗証番号", "トークン", "秘密鍵", "비밀번호", "토큰", "キー", "鍵",
 )
-_NAME_CHARS = r"[\p{L}\p{N}_.$@-]"
+_NAME_CHARS = r"[\p{L}\p{N}_.$@-]"  # as RE2 reads it; Python's `[\w.$@-]` reads the same
 _VALUE_CHARS = r"[\x21\x23-\x26\x28-\x2b\x2d-\x3a\x3d\x3f-\x5b\x5d-\x5f\x61-\x7e]"  # printable ASCII but "',;<>\`
 _IS = r"(?i:is|ist|est|es|é|era|war|sind|are|was|=|:)"
-_OPERATOR = (
-    r"(?P<o>[\"'`\]]?[ \t]{0,4}(?:=>|:{1,3}=|[?.+]=|->|=|:)[ \t]{0,4}[\"'`]?"  # = : := ::= ?= .= => ->
-    r"|[\"']?[ \t]{0,4}>\s{0,16}"  # <name>value
-    r"|[\"'][ \t]{0,4},[ \t]{0,4}[\"']"  # ("NAME", "value")
-    r"|[ \t]{1,4}(?:[^\s\x00]{1,24}[ \t]{1,4}){0,3}" + _IS + r"[ \t]{1,4}[\"'`]?"  # "... password for x is ..."
-    r"|[ \t]{0,4}(?:是|为|為|は|が)[ \t]{0,4}|[ \t]{1,4}[—–-][ \t]{1,4}"  # 密码是 ..., пароль — ...
-    r"|[ \t]{1,4}[\"'`]?)"  # a space: --token X, .netrc, "api key X"
+_EXPLICIT = (  # = : := ::= ?= .= => ->, <name>value, ("NAME", "value")
+    r"[\"'`\]]?[ \t]{0,4}(?:=>|:{1,3}=|[?.+]=|->|=|:)[ \t]{0,4}[\"'`]?"
+    r"|[\"']?[ \t]{0,4}>\s{0,16}|[\"'][ \t]{0,4},[ \t]{0,4}[\"']"
 )
+_WORDED = (  # password is ..., 密码是 ..., пароль — ..., and a bare space: --token X, .netrc, "api key X"
+    r"[ \t]{1,4}" + _IS + r"[ \t]{1,4}[\"'`]?|[ \t]{0,4}(?:是|为|為|は|が)[ \t]{0,4}|[ \t]{1,4}(?:—|–|-)[ \t]{1,4}"
+    r"|[ \t]{1,4}[\"'`]?"
+)
+# After an operator the value is six characters or more; after words or a space, it holds a digit or is
+# sixteen characters or more (so that "password reset link" is not even a candidate).
 ASSIGNMENT = (
-    "(?P<n>(?i:" + "|".join([*STEMS, *PROVIDER_NAMES]) + ")" + _NAME_CHARS + "{0,40})"
-    + _OPERATOR + "(?P<v>" + _VALUE_CHARS + "{6,256})"
+    "(?P<n>(?i:" + "|".join([*STEMS, *PROVIDER_NAMES]) + ")" + _NAME_CHARS + "*)"
+    "(?:(?P<o>" + _EXPLICIT + ")(?P<v>" + _VALUE_CHARS + "{6,})"
+    "|(?P<p>" + _WORDED + ")(?P<w>" + _VALUE_CHARS + "*[0-9]" + _VALUE_CHARS + "*|" + _VALUE_CHARS + "{16,}))"
 )
+ASSIGNMENT_PYTHON = ASSIGNMENT.replace(_NAME_CHARS, r"[\w.$@-]")
 KEY_NAME = "[^\\x00]*(?i:" + "|".join([*STEMS, *PROVIDER_NAMES]) + ")[^\\x00]*"
 
 _B64 = "[A-Za-z0-9+/]"
@@ -114,7 +126,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
          "`\"x_token\": \"...\"`, `<xToken>...</xToken>`, `setProperty(\"X_TOKEN\", \"...\")`, `X ?= ...`, "
          "`--token ...`, `.netrc`'s `password ...`, prose (`the api key is ...`, `Das Passwort ist ...`, "
          "`le mot de passe est ...`, `la contraseña es ...`, `a senha é ...`, `пароль: ...`, `密码是...`, "
-         "`パスワードは...`); the value must look like a secret", check="assigned", fold=True,
+         "`パスワードは...`); the value must look like a secret", check="assigned", fold=True, parse=ASSIGNMENT_PYTHON,
          tps=("password={an14}", "db password is Hunter2Winter!", "the api key is {hex40}",
               "wandb api key {hex40}", "--token {an32}", "--api-key {an32}", "--password Wint3r-Sun!",
               "machine api.wandb.ai login u password {hex40}", 'xToken := "{an30}"', "pw: Hunter2Winter!",
@@ -129,16 +141,16 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "secret_name: prod-db-credentials", "The password for the cluster is stored in Vault.",
               "tokenizer: bpe-32k-v2-sentencepiece", "author: Jane Doe")),
     Rule("credential_assignment",
-         r"(?i:docker|podman|nerdctl|buildah|skopeo|helm|oras|crane|sshpass)\b[^\x00\n]{0,200}?[ \t]"
-         r"(?:-p|--password)(?:[ \t]{1,4}|=)[\"']?(?P<v>[^\s\"'\x00]{2,256})",
+         r"(?i:docker|podman|nerdctl|buildah|skopeo|helm|oras|crane|sshpass)\b[^\x00\n]*?[ \t]"
+         r"(?:-p|--password)(?:[ \t]{1,4}|=)[\"']?(?P<v>[^\s\"'\x00]{2,})",
          ("docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oras", "crane", "sshpass"),
          "a password on a command line: `docker login -u x -p ...`, `sshpass -p ...`", check="password", fold=True,
          tps=("docker login -u ml -p {an20} registry.example.com", "sshpass -p Hunter2Winter ssh gpu-01"),
          fps=("docker login -u ml -p $REGISTRY_PASSWORD", "docker login --password-stdin",
               "docker run -p 8080:80 nginx")),
     Rule("basic_auth",
-         r"(?i:curl)\b[^\x00]{0,300}?[ \t](?:-u|--user)(?:[ \t]{1,4}|=)(?P<v>[\"']?[^\s\"'\x00:]{0,128}:"
-         r"[^\s\"'\x00]{1,256})",
+         r"(?i:curl)\b(?:[^\x00\n]*\n){0,4}?[^\x00\n]*?[ \t](?:-u|--user)(?:[ \t]{1,4}|=)"
+         r"(?P<v>[\"']?[^\s\"'\x00:]*:[^\s\"'\x00]+)",
          ("curl",), "a user and password on a curl command line (`curl -u admin:pw ...`)", check="pair", fold=True,
          tps=("curl -u admin:pw https://api.example.com", "curl --user ml:{an16} https://x.example.com/v1"),
          fps=("curl -u $USER:$TOKEN https://x.example.com", "curl -u admin: https://x.example.com",
@@ -166,12 +178,12 @@ GENERIC_RULES: tuple[Rule, ...] = (
          "`Cookie:` and `Set-Cookie:` headers with a session value", check="random", fold=True,
          tps=("Cookie: session={an32}", "Set-Cookie: sid={us40}; HttpOnly"),
          fps=("Cookie: theme=dark-mode-enabled", "cookie: consent=accepted")),
-    Rule("jwt", r"\b(?P<v>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)", ("eyJ",),
+    Rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ("eyJ",),
          "JSON Web Tokens (header, payload and signature, or none)", check="any",
          tps=("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ6cXgifQ.{us43}", "token: eyJ0eXAiOiJKV1QifQ.eyJpc3MiOiJ4In0.{us30}"),
          fps=("eyJhbGciOiJIUzI1NiJ9", "eyJ.eyJ.abc")),
     Rule("private_key",
-         r"(?P<v>-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----(?:[\sA-Za-z0-9+/=:,-]|\\[nr])*)",
+         r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----(?:[\sA-Za-z0-9+/=:,-]|\\[nr])*",
          ("-----BEGIN",), "PEM private keys of any type (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP) with key "
          "material, also inside a service account's JSON", check="pem",
          tps=("-----BEGIN RSA PRIVATE KEY-----\nMIIE{bs60}\n-----END RSA PRIVATE KEY-----",
@@ -180,17 +192,17 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF{bs64}"),
          fps=("-----BEGIN CERTIFICATE-----\nMIIC{bs64}", "-----BEGIN PUBLIC KEY-----\nMIIB{bs64}",
               "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----")),
-    Rule("private_key", r"(?P<v>PuTTY-User-Key-File-[0-9]:[^\x00]*)", ("PuTTY-User-Key-File-",),
+    Rule("private_key", r"PuTTY-User-Key-File-[0-9]:[^\x00]*", ("PuTTY-User-Key-File-",),
          "PuTTY private key files", check="any", tps=("PuTTY-User-Key-File-3: ssh-ed25519",),
          fps=("PuTTY-User-Key-File is a format",)),
     Rule("private_key",
-         r"(?P<v>LS0tLS1CRUdJTi" + _B64 + r"{0,64}(?:UFJJVkFURSBLRV|BSSVZBVEUgS0VZ|QUklWQVRFIEtFW)" + _B64 + "*={0,2})",
+         r"LS0tLS1CRUdJTi" + _B64 + r"{0,64}(?:UFJJVkFURSBLRV|BSSVZBVEUgS0VZ|QUklWQVRFIEtFW)" + _B64 + "*={0,2}",
          ("LS0tLS1CRUdJTi",), "a PEM private key in base64 (kubeconfig `client-key-data`, Kubernetes secrets)",
          check="any", tps=("client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo{bs80}",),
          fps=("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",)),
     Rule("private_key",
-         r"\b(?P<v>(?:MI[IJ]" + _B64 + r"{2}[AQgw]IBA(?:AKC|DANBg)|MIG" + _B64 + r"AgEAMB|MHcCAQEEI|MC4CAQAwBQYDK2Vw"
-         r"|b3BlbnNzaC1rZXktdjE)[A-Za-z0-9+/\s]{40,}={0,2})",
+         r"\b(?:MI[IJ]" + _B64 + r"{2}[AQgw]IBA(?:AKC|DANBg)|MIG" + _B64 + r"AgEAMB|MHcCAQEEI|MC4CAQAwBQYDK2Vw"
+         r"|b3BlbnNzaC1rZXktdjE)[A-Za-z0-9+/\s]{40,}={0,2}",
          ("IBAAKC", "IBADANBg", "AgEAMB", "MHcCAQEEI", "MC4CAQAwBQYDK2Vw", "b3BlbnNzaC1rZXktdjE"),
          "a private key without its PEM header: the base64 of an RSA, EC or Ed25519 key (PKCS#1, PKCS#8, SEC 1) "
          "or of an OpenSSH key", check="any",
@@ -198,7 +210,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg{bs40}", "b3BlbnNzaC1rZXktdjEAAAAA{bs80}"),
          fps=("MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA{bs120}",)),
     Rule("url_userinfo",
-         r"(?i:[a-z][a-z0-9+.-]{0,30})://(?P<v>[^/?#@\s\"'<>\x00]{1,256})@[^\s\x00\"'<>@]", ("@",),
+         r"://(?P<v>[^/?#@\s\"'<>\x00]+)@[^\s\x00\"'<>@]", ("@",),
          "a URL with userinfo: `scheme://user:password@host` (databases, brokers, git over https), also a user "
          "alone", check="userinfo",
          tps=("postgres://admin:{an14}@10.0.0.5:5432/train", "https://ml:{an12}@git.example.com/acme/x.git",
@@ -208,15 +220,15 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "postgres://<user>:<password>@localhost/db", "https://${USER}:${PASS}@git.example.com",
               "nvcr.io/nvidia/pytorch:24.01-py3@sha256:{hex64}")),
     Rule("url_userinfo",
-         r"(?:^|[\s\x00\"'(])(?P<v>[A-Za-z0-9._%+-]{1,64}:[^\s\x00\"'/@:<>]{3,128})@(?:localhost|[A-Za-z0-9-]{1,63}"
-         r"(?:\.[A-Za-z0-9-]{1,63})+|[A-Za-z0-9-]{1,63}:[0-9]{2,5})", ("@",),
+         r"(?:^|[\s\x00\"'(])(?P<v>[A-Za-z0-9._%+-]+:[^\s\x00\"'/@:<>]{3,})@(?:localhost|[A-Za-z0-9-]+"
+         r"(?:\.[A-Za-z0-9-]+)+|[A-Za-z0-9-]+:[0-9]{2,5})", ("@",),
          "`user:password@host` without a scheme (the password neither a word nor a placeholder)",
          check="password_pair",
          tps=("admin:{an12}@db.internal.example", "root:{an10}@localhost"),
          fps=("owner:ml-team@acme.example", "Contact: ml-team@acme.example for access.",
               "git@github.com:acme/training-recipes.git")),
     Rule("signed_url",
-         r"(?i:[a-z][a-z0-9+.-]{0,30})://[^\s\x00\"'<>]*?[?&;](?i:x-amz-signature|x-amz-credential"
+         r"://[^\s\x00\"'<>]*?[?&;](?i:x-amz-signature|x-amz-credential"
          r"|x-amz-security-token|x-goog-signature|x-goog-credential|signature|sig|token|access_token|id_token"
          r"|refresh_token|private_token|api_key|apikey|key|password|passwd|pwd|secret|client_secret|auth|code)"
          r"=(?P<v>[^\s\x00\"'<>&#]{6,})", ("?",),
@@ -228,17 +240,18 @@ GENERIC_RULES: tuple[Rule, ...] = (
          fps=("https://wiki.example.com/runs?id=42", "https://example.com/search?key=title",
               "https://example.com/x?token=${TOKEN}", "https://example.com/x?sig=<signature>")),
     Rule("url_path_token",
-         r"(?i:[a-z][a-z0-9+.-]{0,30})://[^\s\x00\"'<>?#]{0,512}?/(?i:tokens?|keys?|secrets?|apikey|api_key"
+         r"://[^\s\x00\"'<>?#]*?/(?i:tokens?|keys?|secrets?|apikey|api_key"
          r"|webhooks?|hooks|auth|credentials?|private)/(?:[0-9]{4,20}/)?(?P<v>[A-Za-z0-9_.~+=-]{16,})",
-         ("://",), "a URL whose path carries a token after a credential word (`.../token/<token>`, "
-         "`.../webhooks/<id>/<token>`)", check="random",
+         ("/token", "/key", "/secret", "/apikey", "/api_key", "/webhook", "/hooks/", "/auth/", "/credential",
+          "/private/"), "a URL whose path carries a token after a credential word (`.../token/<token>`, "
+         "`.../webhooks/<id>/<token>`)", check="random", fold=True,
          tps=("https://hooks.example.com/webhooks/123456/{us48}", "https://api.example.com/v1/token/{an32}"),
          fps=("https://example.com/docs/tokens/overview-of-tokenization", "https://example.com/keys/rotation-guide")),
     Rule("url_path_token",
-         r"(?i:[a-z][a-z0-9+.-]{0,30})://[^\s\x00\"'<>?#/]{1,253}(?:/[^\s\x00\"'<>?#/]*)*?/"
-         r"(?P<v>[A-Za-z0-9]{32,64})(?:[/?#\s\x00\"'<>]|$)", ("://",),
+         r"://[^\s\x00\"'<>?#/]+(?:/[^\s\x00\"'<>?#/]*)*?/"
+         r"(?P<v>[A-Za-z0-9]{32,64})(?:[/?#\s\x00\"'<>]|$)", ("/[A-Za-z0-9]{32}",),
          "a URL with a path segment of 32 to 64 letters and digits mixed like a random token (hexadecimal "
-         "revisions and ids excepted)", check="random_text",
+         "revisions and ids excepted)", check="random_text", pattern_triggers=True,
          tps=("https://ntfy.example.com/{an40}", "https://api.example.com/bot/{an36}/send"),
          fps=("https://huggingface.co/acme/m/resolve/{hex40}/config.json", "s3://bucket/sha256/{hex64}",
               "https://example.com/aVeryLongPathSegmentWithWordsOnlyAndCamelCase")),
@@ -247,8 +260,6 @@ GENERIC_RULES: tuple[Rule, ...] = (
 
 def _provider(rule: ProviderRule) -> Rule:
     kind, pattern, triggers, what, tps, fps, check, fold = rule
-    if "(?P<v>" not in pattern:
-        pattern = f"(?P<v>{pattern})"
     return Rule(kind, pattern, triggers, what, check, tps, fps, fold)
 
 

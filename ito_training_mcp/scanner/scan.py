@@ -33,12 +33,13 @@ from typing import Any
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from . import chars, checks, names
-from .rules import RULES, Rule
+from .rules import RULES
 
 LIMIT = 20
 POINTER_MAX = 200
 MAX_MARKS = 30  # combining marks kept in a run
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _IDENT_TAIL = re.compile(r"[\w.$@-]*\Z")
 _WORD = re.compile(r"[\w.-]+")
 _LOOK_BACK = 48  # bytes before a name read for the words that belong to it ("the api" of "the api key is")
@@ -59,47 +60,63 @@ class Finding:
 # ---------------------------------------------------------------------------- 1. strings
 
 Path = tuple[str | int, ...]
+Order = tuple[tuple[int, int], ...]  # sorts in document order: (position in its container, 0 key / 1 value)
 
 
-class _Strings:
-    """A document's keys and string values in document order: `keys[i]` stands at `key_at[i]` (the
-    object's path, the key, the index of its value in `values` or -1, the document order), `values[j]`
-    at `value_at[j]` (the container's path, the key or index or None for the document itself, the
-    document order)."""
-
-    def __init__(self, document: Any) -> None:
-        self.keys: list[str] = []
-        self.key_at: list[tuple[Path, str, int, int]] = []
-        self.values: list[str] = []
-        self.value_at: list[tuple[Path, str | int | None, int]] = []
-        if isinstance(document, str):
-            self.values.append(document)
-            self.value_at.append(((), None, 0))
-            return
-        order = 0
-        stack: list[tuple[Path, Iterator[tuple[str | int, Any]]]] = [((), _items(document))]
-        while stack:
-            path, items = stack[-1]
-            for token, value in items:
-                if isinstance(token, str):
-                    self.keys.append(token)
-                    self.key_at.append((path, token, len(self.values) if isinstance(value, str) else -1, order))
-                    order += 1
-                if isinstance(value, str):
-                    self.values.append(value)
-                    self.value_at.append((path, token, order))
-                    order += 1
-                elif isinstance(value, dict | list):
-                    stack.append(((*path, token), _items(value)))
-                    break
-            else:
-                stack.pop()
+def _texts(document: Any) -> tuple[list[str], list[str]]:
+    """Every key and every string value of the document (an explicit stack: it may nest deeply). The
+    order is `_places`'s; where each stands is worked out only when something is found."""
+    if isinstance(document, str):
+        return [], [document]
+    keys: list[str] = []
+    values: list[str] = []
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            keys.extend(node)
+            node = node.values()
+        for value in node:
+            kind = type(value)
+            if kind is str:
+                values.append(value)
+            elif kind is dict or kind is list:
+                stack.append(value)
+    return keys, values
 
 
-def _items(container: Any) -> Iterator[tuple[str | int, Any]]:
-    if isinstance(container, dict):
-        return iter(container.items())
-    return enumerate(container) if isinstance(container, list) else iter(())
+@dataclass
+class _Places:
+    """Where `_texts`'s keys and values stand: for key i its member's path, its document order and the
+    index of its value among the values (-1: not a string); for value j its path and document order."""
+
+    keys: list[tuple[Path, Order, int]]
+    values: list[tuple[Path, Order]]
+
+
+def _places(document: Any) -> _Places:
+    if isinstance(document, str):
+        return _Places([], [((), ())])
+    keys: list[tuple[Path, Order, int]] = []
+    values: list[tuple[Path, Order]] = []
+    stack: list[tuple[Path, Order, Any]] = [((), (), document)]
+    while stack:
+        path, order, node = stack.pop()
+        first = len(keys)
+        if type(node) is dict:
+            keys.extend(((*path, key), (*order, (n, 0)), -1) for n, key in enumerate(node))
+            members: Iterable[tuple[str | int, Any]] = node.items()
+        else:
+            members = enumerate(node) if type(node) is list else ()
+        for n, (token, value) in enumerate(members):
+            kind = type(value)
+            if kind is str:
+                if type(node) is dict:
+                    keys[first + n] = (*keys[first + n][:2], len(values))
+                values.append(((*path, token), (*order, (n, 1))))
+            elif kind is dict or kind is list:
+                stack.append(((*path, token), (*order, (n, 1)), value))
+    return _Places(keys, values)
 
 
 # ---------------------------------------------------------------------------- 2. normalise
@@ -152,15 +169,21 @@ def _cut_runs(data: bytes, runs: list[tuple[int, int]]) -> Iterator[bytes]:
     yield data[done:]
 
 
-def normalise(texts: list[str]) -> bytes:
-    """The texts as the rules read them, as UTF-8 joined by NUL (each text's own NULs dropped).
-
-    Text holding no character NFKC could change is its own NFKC form; otherwise each window (such
-    a run with the character before it) is normalised in place, or, where windows are dense, the
-    whole text at once: the result is the same, the cost the lower."""
+def _join(texts: list[str]) -> str:
+    """The texts joined by NUL, each text's own NULs dropped."""
     joined = "\x00".join(texts)
     if joined.count("\x00") != len(texts) - 1:
         joined = "\x00".join(t.replace("\x00", "") for t in texts)
+    return joined
+
+
+def _normal(joined: str) -> bytes:
+    """NUL-joined text as the rules read it, in UTF-8.
+
+    Wide punctuation is replaced directly. Text holding no other character NFKC could change is
+    then its own NFKC form; otherwise each window (a run of such characters with the one before it)
+    is normalised in place, or, where windows are dense, the whole text at once: the result is the
+    same, the cost the lower."""
     if joined.isascii():
         return joined.encode("ascii")
     for wide, narrow in chars.WIDE_PUNCTUATION:
@@ -184,6 +207,11 @@ def normalise(texts: list[str]) -> bytes:
     return b"".join(out)
 
 
+def normalise(texts: list[str]) -> bytes:
+    """The texts as the rules read them, as UTF-8 joined by NUL (each text's own NULs dropped)."""
+    return _normal(_join(texts))
+
+
 @functools.lru_cache(maxsize=4096)
 def _nfkc_window(window: bytes) -> bytes:
     return _nfkc(window.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass")
@@ -193,8 +221,20 @@ def _nfkc_window(window: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class _Compiled:
-    triggers: Any  # an RE2 set of every rule's triggers
-    rules_of: tuple[tuple[int, ...], ...]  # trigger index -> indexes in RULES
+    triggers: Any  # an RE2 set: every rule's triggers, the wide punctuation, the unstable characters
+    rules_of: tuple[tuple[int, ...], ...]  # set index -> indexes in RULES
+    wide: int  # the set index of the wide punctuation
+    unstable: int  # the set index of the other characters NFKC may change
+
+
+def _spelt(trigger: str) -> str:
+    """A trigger as a pattern that also matches it with wide punctuation where it has ASCII punctuation
+    (`:A` in `123：AA...`), so that text not yet normalised shows every trigger its NFKC form holds."""
+    out = []
+    for c in trigger:
+        wide = [w for w, narrow in chars.WIDE_PUNCTUATION if narrow == c]
+        out.append("(?:" + "|".join([re2.escape(c), *wide]) + ")" if wide else re2.escape(c))
+    return "".join(out)
 
 
 @functools.cache
@@ -206,48 +246,54 @@ def _compiled() -> _Compiled:
     index: dict[str, list[int]] = {}
     for i, rule in enumerate(RULES):
         for trigger in rule.triggers:
-            index.setdefault(("(?i)" if rule.fold else "") + re2.escape(trigger), []).append(i)
+            pattern = trigger if rule.pattern_triggers else _spelt(trigger)
+            index.setdefault(("(?i)" if rule.fold else "") + pattern, []).append(i)
+    index["[" + "".join(w for w, _ in chars.WIDE_PUNCTUATION) + "]"] = []
+    index[f"[{_ranges_class(chars.UNSTABLE_RANGES)}]"] = []
     for pattern in index:
         triggers.Add(pattern)
     triggers.Compile()
-    return _Compiled(triggers, tuple(tuple(v) for v in index.values()))
+    return _Compiled(triggers, tuple(tuple(v) for v in index.values()), len(index) - 2, len(index) - 1)
+
+
+def _prepare(texts: list[str]) -> tuple[bytes, list[int]]:
+    """`normalise(texts)` and the indexes in RULES of the rules whose triggers occur in it, in RULES
+    order. One set pass over the text as given tells whether it needs normalising at all: not where it
+    holds no character NFKC could change, nor where it holds only wide punctuation and no trigger."""
+    joined = _join(texts)
+    data = joined.encode("utf-8", "surrogatepass")
+    compiled = _compiled()
+    hits = compiled.triggers.Match(data) or []
+    if not joined.isascii() and (compiled.unstable in hits or (
+            compiled.wide in hits and any(compiled.rules_of[hit] for hit in hits))):
+        data = _normal(joined)
+        hits = compiled.triggers.Match(data) or []
+    return data, sorted({i for hit in hits for i in compiled.rules_of[hit]})
 
 
 @functools.cache
-def _pattern(i: int) -> tuple[Any, int]:
-    """A rule's compiled pattern and the number of its group `v`."""
-    compiled = _re2(RULES[i].pattern)
-    return compiled, compiled.groupindex.get("v", 0)
+def _finder(i: int) -> Any:
+    """A rule's pattern compiled to find whole matches (no groups: RE2's automaton alone), a leading
+    `\\b` left to `_bounded`."""
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    options.never_capture = True
+    return re2.compile(RULES[i].pattern.removeprefix("\\b"), options)
 
 
-def _triggered(data: bytes) -> list[int]:
-    """The indexes in RULES of the rules whose triggers occur in `data`, in RULES order."""
-    compiled = _compiled()
-    hits = compiled.triggers.Match(data)
-    return sorted({i for hit in hits for i in compiled.rules_of[hit]}) if hits else []
+def _bounded(i: int, data: bytes, start: int) -> bool:
+    """The leading `\\b` of rule `i`'s pattern, if it has one: no letter, digit or `_` before the match."""
+    return not (RULES[i].pattern.startswith("\\b") and start and data[start - 1] in _WORD_BYTES)
+
+
+@functools.cache
+def _parser(i: int) -> re.Pattern[str] | None:
+    """For a rule whose secret is part of its match (group `v`), the pattern that splits a match."""
+    rule = RULES[i]
+    return re.compile(rule.parse or rule.pattern) if "(?P<" in rule.pattern else None
 
 
 # ---------------------------------------------------------------------------- 4. candidates
-
-def _confirmed(rule: Rule, match: Any, data: bytes, begin: int) -> bool:
-    """Does the rule's check confirm this match? `begin`: where the match's string starts."""
-    value = match.group("v").decode("utf-8", "replace")
-    if rule.check != "assigned":
-        return checks.CHECKS[rule.check](value)
-    start = match.start()
-    before = data[max(begin, start - _LOOK_BACK):start].decode("utf-8", "ignore").split("\n")[-1]
-    operator = match.group("o").decode("utf-8", "replace").strip(" \t\"'`")
-    if operator.startswith(">") and (not _IDENT_TAIL.sub("", before).endswith("<")
-                                     or not data[match.end():match.end() + 64].lstrip().startswith(b"</")):
-        return False  # `<name>value</name>` only
-    ident = _IDENT_TAIL.search(before).group()  # type: ignore[union-attr]  # matches the empty string
-    prose = before[:len(before) - len(ident)]
-    words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
-    while words and not _WORD.fullmatch(words[0]):
-        words.pop(0)
-    name = " ".join([*words, ident + match.group("n").decode("utf-8", "replace")])
-    return checks.assigned(name, value, spaced=operator == "")
-
 
 class _Text:
     """Normalised strings joined by NUL, and where each starts (computed when first needed)."""
@@ -267,29 +313,68 @@ class _Text:
         return self._starts[index]
 
 
+def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """Where the secret of rule `i`'s match `data[start:end]` is, if the rule's check confirms it."""
+    rule, parser, text = RULES[i], _parser(i), data[start:end].decode("utf-8", "replace")
+    if parser is None:
+        return (start, end) if checks.CHECKS[rule.check](text) else None
+    match = parser.fullmatch(text)
+    if match is None:  # the engines read this match differently: take it whole
+        return (start, end) if rule.check != "assigned" and checks.CHECKS[rule.check](text) else None
+    group = "w" if rule.check == "assigned" and match.group("v") is None else "v"
+    value = match.group(group)
+    where = start + len(text[:match.start(group)].encode()), start + len(text[:match.end(group)].encode())
+    if rule.check != "assigned":
+        return where if checks.CHECKS[rule.check](value) else None
+    before = data[max(data.rfind(b"\x00", 0, start) + 1, start - _LOOK_BACK):start]
+    before_text = before.decode("utf-8", "ignore").split("\n")[-1]
+    operator = (match.group("o") or match.group("p")).strip(" \t\"'`")
+    if operator.startswith(">") and (not _IDENT_TAIL.sub("", before_text).endswith("<")
+                                     or not data[end:end + 64].lstrip().startswith(b"</")):
+        return None  # `<name>value</name>` only
+    ident = _IDENT_TAIL.search(before_text).group()  # type: ignore[union-attr]  # matches the empty string
+    prose = before_text[:len(before_text) - len(ident)]
+    words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
+    while words and not _WORD.fullmatch(words[0]):
+        words.pop(0)
+    name = " ".join([*words, ident + match.group("n")])
+    return where if checks.assigned(name, value, spaced=operator == "") else None
+
+
 def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
              on_key_name: Callable[[int], str | None]) -> dict[tuple[int, str], None]:
     """(string index, kind) for every confirmed candidate, at most `limit` per rule (the first ones in
-    document order, which are all a report of `limit` findings can show)."""
+    document order, which are all a report of `limit` findings can show). A string that has a kind
+    already is not searched again for it. Equal candidates (with what stands around them) are
+    checked once."""
     found: dict[tuple[int, str], None] = {}
+    verdicts: dict[tuple[int, bytes], bool] = {}
+    data = text.data
     for i in rules:
-        rule = RULES[i]
-        count = 0
-        stop = end_of_keys if rule.keys_only else len(text.data)
-        compiled, v = _pattern(i)
-        for match in compiled.finditer(text.data, 0, stop):
-            index = text.string_at(match.start(v) if rule.check != "key_name" else match.end() - 1)
-            if rule.check == "key_name":
-                kind = on_key_name(index)
-                if kind is None:
+        rule, finder = RULES[i], _finder(i)
+        stop = end_of_keys if rule.keys_only else len(data)
+        count = pos = 0
+        while count < limit and pos < stop:
+            for match in finder.finditer(data, pos, stop):
+                start, end = match.span()
+                if not _bounded(i, data, start):
+                    continue
+                if not rule.keys_only:
+                    key = (i, data[max(0, start - _LOOK_BACK):end + 64])
+                    verdict = verdicts.get(key)
+                    if verdict is None:
+                        verdict = verdicts[key] = _secret(i, data, start, end) is not None
+                    if not verdict:
+                        continue
+                index = text.string_at(end - 1)
+                kind = on_key_name(index) if rule.keys_only else rule.kind
+                if kind is None or (index, kind) in found:
                     continue
                 found[(index, kind)] = None
-            elif (index, rule.kind) in found or not _confirmed(rule, match, text.data, text.start_of(index)):
-                continue
+                count += 1
+                pos = text.start_of(index + 1)  # the next string: this one has the kind
+                break
             else:
-                found[(index, rule.kind)] = None
-            count += 1
-            if count == limit:
                 break
     return found
 
@@ -298,53 +383,50 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
 
 def scan_document(document: Any, *, limit: int = LIMIT) -> list[Finding]:
     """Every key and string value of a parsed JSON document, in document order: at most `limit` findings."""
-    strings = _Strings(document)
-    n_keys = len(strings.keys)
-    text = _Text(normalise(strings.keys + strings.values))
-    rules = _triggered(text.data)
+    keys, values = _texts(document)
+    data, rules = _prepare(keys + values)
     if not rules:
         return []
-    end_of_keys = text.start_of(n_keys) if n_keys < len(strings.keys) + len(strings.values) else len(text.data)
-    weak_values: dict[int, int] = {}  # value index -> key index, for keys whose name asks their value be read
+    text, n_keys = _Text(data), len(keys)
+    end_of_keys = text.start_of(n_keys) if values else len(data)
+    places: list[_Places] = []  # worked out when first needed
+    weak: dict[int, int] = {}  # value index -> key index, for keys whose name asks their value be read
+
+    def where() -> _Places:
+        if not places:
+            places.append(_places(document))
+        return places[0]
 
     def on_key_name(index: int) -> str | None:
-        key = text.data[text.start_of(index):text.start_of(index + 1) - 1].decode("utf-8", "replace")
+        key = data[text.start_of(index):text.start_of(index + 1) - 1].decode("utf-8", "replace")
         power = names.strength(key)
         if power == names.STRONG:
             return "credential_key_name"
-        value = strings.key_at[index][2]
-        if power == names.WEAK and value >= 0:
-            weak_values[value] = index
+        if power == names.WEAK and (value := where().keys[index][2]) >= 0:
+            weak[value] = index
         return None
 
     found = _matches(text, rules, end_of_keys, limit, on_key_name)
-    for value, key in weak_values.items():
+    for value, key in weak.items():
         start = text.start_of(n_keys + value)
-        content = text.data[start:text.start_of(n_keys + value + 1) - 1].decode("utf-8", "replace")
-        if checks.assigned(strings.keys[key], content, spaced=False):
+        content = data[start:text.start_of(n_keys + value + 1) - 1].decode("utf-8", "replace")
+        if checks.assigned(keys[key], content, spaced=False):
             found[(n_keys + value, "credential_assignment")] = None
-    return _report(strings, found, limit)
-
-
-def _report(strings: _Strings, found: dict[tuple[int, str], None], limit: int) -> list[Finding]:
-    n_keys = len(strings.keys)
+    if not found:
+        return []
     rows = []
     for index, kind in found:
-        if index < n_keys:
-            path, key, _, order = strings.key_at[index]
-            rows.append((order, kind, (*path, key), True))
-        else:
-            path, token, order = strings.value_at[index - n_keys]
-            rows.append((order, kind, path if token is None else (*path, token), False))
-    rows.sort(key=lambda row: (row[0], row[1]))
-    return [Finding(pointer(where), kind, in_key) for _, kind, where, in_key in rows[:limit]]
+        path, order = where().keys[index][:2] if index < n_keys else where().values[index - n_keys]
+        rows.append((order, index >= n_keys, kind, path))
+    rows.sort(key=lambda row: row[:3])
+    return [Finding(pointer(path), kind, not is_value) for _, is_value, kind, path in rows[:limit]]
 
 
 def text_kinds(text: str) -> list[str]:
     """The sorted kinds found in one string read as a value (credential key names apart)."""
-    data = _Text(normalise([text]))
-    rules = [i for i in _triggered(data.data) if not RULES[i].keys_only]
-    return sorted({kind for _, kind in _matches(data, rules, 0, 1, lambda index: None)})
+    data, rules = _prepare([text])
+    return sorted({kind for _, kind in _matches(_Text(data), [i for i in rules if not RULES[i].keys_only], 0, 1,
+                                                lambda index: None)})
 
 
 def is_credential_key_name(name: str) -> bool:
@@ -356,14 +438,17 @@ def spans(text: str) -> list[tuple[int, int]]:
     """The character ranges of what the rules find in `text` as written (no normalisation), merged."""
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int]] = []
-    for i in _triggered(data):
-        rule = RULES[i]
-        if rule.keys_only:
+    hits = _compiled().triggers.Match(data) or []
+    for i in sorted({i for hit in hits for i in _compiled().rules_of[hit]}):
+        if RULES[i].keys_only:
             continue
-        compiled, v = _pattern(i)
-        for match in compiled.finditer(data):
-            if _confirmed(rule, match, data, data.rfind(b"\x00", 0, match.start()) + 1):
-                found.append(match.span(v))
+        finder, pos = _finder(i), 0
+        while (match := finder.search(data, pos)) is not None:
+            start, end = match.span()
+            pos = max(end, start + 1)
+            where = _secret(i, data, start, end) if _bounded(i, data, start) else None
+            if where is not None:
+                found.append(where)
     merged: list[list[int]] = []
     for start, end in sorted(found):
         if merged and start <= merged[-1][1]:
