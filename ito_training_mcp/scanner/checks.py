@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import re
 from collections import Counter
@@ -18,7 +19,7 @@ from itertools import pairwise
 
 from . import names
 
-_PLACEHOLDER = re.compile(
+_PLACEHOLDER = (
     r"(?i)x{4,}|\*{3,}|#{4,}|\.\.\.|…|<[^>]*>|\$\{|\{\{|%\(|\$\(|^\$\w+$|^%\w+%$|^env[.:]"
     r"|your|example|placeholder|redacted|change_?me|dummy|sample|insert|replace|fake|foobar|lorem|secret123"
     r"|passw0rd|p@ssw0rd|mysecret|mytoken|notreal|not_real|todo|tbd|fixme|^(?:none|null|nil|undefined|true|false"
@@ -26,19 +27,25 @@ _PLACEHOLDER = re.compile(
     r"|username|admin|guest|demo|foo|bar|baz|x+|y+|z+|abc|abcd|qwerty|letmein|hunter2|1234|12345)$"
     r"|^(?:ENC\[|\$ANSIBLE_VAULT|vault:|sm://|ssm:|arn:aws:secretsmanager:|projects/[^/]+/secrets/|op://|keyvault:)"
 )
-_REPEATED = re.compile(r"(.)\1{5,}|(..)\2{3,}|(...)\3{3,}|(....)\4{3,}")
-_RUN_UP = re.compile("|".join(f"(?i:{chr(c)}{chr(c + 1)}{chr(c + 2)}{chr(c + 3)}{chr(c + 4)}{chr(c + 5)})"
-                              for c in [*range(ord("a"), ord("u")), *range(ord("0"), ord("5"))]))
-_WORD = re.compile(r"[A-Za-z][a-z]*(?:['-][A-Za-z][a-z]*)*[.,!?:;)]*|[A-Z]+[.,!?:;]*|[a-z]+\(\)")
-_HEX = re.compile(r"[0-9a-f]+|[0-9A-F]+")
-_BRACKETED = re.compile(r"\[[A-Za-z_ ]+\]")
-_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*")
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
-_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_REPEATED = r"(.)\1{5,}|(..)\2{3,}|(...)\3{3,}|(....)\4{3,}"
+_RUN_UP = "|".join(f"(?i:{chr(c)}{chr(c + 1)}{chr(c + 2)}{chr(c + 3)}{chr(c + 4)}{chr(c + 5)})"
+                   for c in [*range(ord("a"), ord("u")), *range(ord("0"), ord("5"))])
+_WORD = r"[A-Za-z][a-z]*(?:['-][A-Za-z][a-z]*)*[.,!?:;)]*|[A-Z]+[.,!?:;]*|[a-z]+\(\)"
+_HEX = r"[0-9a-f]+|[0-9A-F]+"
+_BRACKETED = r"\[[A-Za-z_ ]+\]"
+_REFERENCE = r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*"
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_ALNUM_RUN = r"[A-Za-z0-9]+"
+_PARTS = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+"
 _VOWELS = frozenset("aeiouy")
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
+
+
+@functools.cache
+def _re(pattern: str) -> re.Pattern[str]:
+    """A pattern compiled when first used (importing the scanner compiles nothing)."""
+    return re.compile(pattern)
 
 def entropy(text: str) -> float:
     """Shannon entropy in bits per character."""
@@ -48,12 +55,12 @@ def entropy(text: str) -> float:
 
 def placeholder(value: str) -> bool:
     """A stand-in, not a secret: a placeholder word or syntax, few distinct characters, or a run like `abcdef`."""
-    if _PLACEHOLDER.search(value) or _REPEATED.search(value) or _RUN_UP.search(value):
+    if _re(_PLACEHOLDER).search(value) or _re(_REPEATED).search(value) or _re(_RUN_UP).search(value):
         return True
     distinct = len(set(value))
     if distinct <= 3 or (distinct <= 8 and distinct * 6 <= len(value)):
         return True
-    low = "".join(_ALNUM_RUN.findall(value)).lower()
+    low = "".join(_re(_ALNUM_RUN).findall(value)).lower()
     steps = sum(1 for a, b in pairwise(low) if ord(b) - ord(a) in (1, -1))
     return len(low) >= 6 and steps * 5 >= (len(low) - 1) * 3
 
@@ -74,9 +81,9 @@ def _word_like(part: str) -> bool:
 
 def wordy(value: str) -> bool:
     """Made of words: an ordinary word, or an identifier or path whose letters are mostly words."""
-    if _WORD.fullmatch(value):
+    if _re(_WORD).fullmatch(value):
         return True
-    covered = sum(len(p) for p in _PARTS.findall(value) if _word_like(p))
+    covered = sum(len(p) for p in _re(_PARTS).findall(value) if _word_like(p))
     return covered * 5 >= len(value) * 3
 
 
@@ -86,14 +93,14 @@ def looks_random(value: str, min_len: int = 16) -> bool:
     alternating often, or, where they seldom do, no words."""
     if len(value) < min_len or "://" in value or placeholder(value):
         return False
-    if _UUID.search(value):
+    if _re(_UUID).search(value):
         return True
-    core = max(_ALNUM_RUN.findall(value), key=len, default="")
+    core = max(_re(_ALNUM_RUN).findall(value), key=len, default="")
     if len(core) < min(12, min_len) or placeholder(core):
         return False
     if core.isdigit():
         return len(core) >= 12 and entropy(core) >= 2.5
-    if _HEX.fullmatch(core):
+    if _re(_HEX).fullmatch(core):
         return len(core) >= 16 and entropy(core) >= 2.8
     if entropy(core) < min(3.0, math.log2(len(core)) - 0.7):
         return False
@@ -112,12 +119,12 @@ def chosen_password(value: str, spaced: bool) -> bool:
     """A password a person chose: six characters or more, two kinds of character (lower case, an upper
     case letter after the first, digits, symbols), no placeholder, not a plain word, path or address.
     After a bare space (`password Hunter2`) a digit is needed too."""
-    if _PLACEHOLDER.search(value):
+    if _re(_PLACEHOLDER).search(value):
         return False
     value = value.rstrip(".,!?;:)")
     if len(value) < 6 or placeholder(value) or "://" in value or value.startswith(("/", "~/", "./", "-")):
         return False
-    if _WORD.fullmatch(value) or _REFERENCE.fullmatch(value) or _BRACKETED.search(value):
+    if _re(_WORD).fullmatch(value) or _re(_REFERENCE).fullmatch(value) or _re(_BRACKETED).search(value):
         return False
     digit = any(c.isdigit() for c in value)
     symbol = any(not c.isalnum() for c in value)
@@ -132,7 +139,7 @@ def assigned(name: str, value: str, spaced: bool) -> bool:
         return False
     if names.is_password_name(name) and chosen_password(value, spaced):
         return True
-    if _PLACEHOLDER.search(value):
+    if _re(_PLACEHOLDER).search(value):
         return False
     value = value.rstrip(".,!?;:)")
     if power == names.WEAK or spaced:
@@ -155,14 +162,14 @@ def userinfo(value: str) -> bool:
     """`user:password` or a user alone, as a URL writes it before `@`: the password (else the user) no placeholder."""
     user, _, password = value.partition(":")
     part = password or user
-    return bool(part.strip("*")) and not _PLACEHOLDER.search(part) and not _PLACEHOLDER.search(value)
+    return bool(part.strip("*")) and not _re(_PLACEHOLDER).search(part) and not _re(_PLACEHOLDER).search(value)
 
 
 def pair(value: str) -> bool:
     """`user:password` as a command line gives it (`curl -u`): a password that is no placeholder."""
     _, sep, password = value.strip("'\"").partition(":")
-    return (bool(sep and password) and password.strip("*") != "" and not _PLACEHOLDER.search(password)
-            and not _PLACEHOLDER.search(value) and not _BRACKETED.search(value))
+    return (bool(sep and password) and password.strip("*") != "" and not _re(_PLACEHOLDER).search(password)
+            and not _re(_PLACEHOLDER).search(value) and not _re(_BRACKETED).search(value))
 
 
 def shape(value: str) -> bool:
@@ -171,8 +178,8 @@ def shape(value: str) -> bool:
     and letters mixed in case like random text."""
     if github_checksum(value):
         return True
-    core = max(_ALNUM_RUN.findall(value), key=len, default="")
-    if _PLACEHOLDER.search(value) or placeholder(core):
+    core = max(_re(_ALNUM_RUN).findall(value), key=len, default="")
+    if _re(_PLACEHOLDER).search(value) or placeholder(core):
         return False
     digits = sum(1 for a, b in pairwise(core) if a.isdigit() != b.isdigit())
     if digits >= 3 or not any(c.islower() for c in core):
@@ -210,9 +217,9 @@ def word(value: str) -> bool:
 CHECKS: dict[str, Callable[[str], bool]] = {
     "shape": shape,
     "random": looks_random,
-    "random_text": lambda value: looks_random(value) and not _HEX.fullmatch(value) and not value.isdigit(),
+    "random_text": lambda value: looks_random(value) and not _re(_HEX).fullmatch(value) and not value.isdigit(),
     "pem": lambda value: re.search(r"[A-Za-z0-9+/]{32}", value) is not None,
-    "data": lambda value: len(value) >= 8 and not _PLACEHOLDER.search(value),
+    "data": lambda value: len(value) >= 8 and not _re(_PLACEHOLDER).search(value),
     "basic": basic_pair,
     "userinfo": userinfo,
     "pair": pair,

@@ -11,6 +11,7 @@ otherwise. A word followed by a word that makes it a description (`secret_name`,
 
 from __future__ import annotations
 
+import functools
 import re
 
 NONE, WEAK, STRONG = 0, 1, 2
@@ -83,20 +84,27 @@ NOT_AFTER: frozenset[str] = frozenset({
 })
 
 _PROVIDERS = frozenset(PROVIDERS)
-_SPLIT = re.compile(r"[\W_]+")
+_SPLIT = r"[\W_]+"
 _CJK = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CAMEL = re.compile(f"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z0-9])(?=[{_CJK}])"
-                    f"|(?<=[{_CJK}])(?=[A-Za-z0-9])")
+_CAMEL = (f"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z0-9])(?=[{_CJK}])"
+          f"|(?<=[{_CJK}])(?=[A-Za-z0-9])")
 
+
+
+@functools.cache
+def _re(pattern: str) -> re.Pattern[str]:
+    """A pattern compiled when first used (importing the scanner compiles nothing)."""
+    return re.compile(pattern)
 
 def words(name: str) -> list[str]:
     """The lower-case words of a name, trailing numbers dropped ("api_token_2" -> ["api", "token"])."""
-    out = [w.lower() for part in _SPLIT.split(name) if part for w in _CAMEL.split(part) if w]
+    out = [w.lower() for part in _re(_SPLIT).split(name) if part for w in _re(_CAMEL).split(part) if w]
     while out and out[-1].isdigit():
         out.pop()
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def strength(name: str) -> int:
     """How surely `name` names a credential: STRONG, WEAK or NONE."""
     found = words(name)
@@ -124,6 +132,7 @@ def is_credential_key_name(name: str) -> bool:
     return strength(name) == STRONG
 
 
+@functools.lru_cache(maxsize=4096)
 def is_password_name(name: str) -> bool:
     """Is it a password (a secret a person chose) rather than a token or key?"""
     found = words(name)

@@ -38,10 +38,10 @@ from .rules import RULES
 LIMIT = 20
 POINTER_MAX = 200
 MAX_MARKS = 30  # combining marks kept in a run
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PLAIN_KEY = r"[A-Za-z0-9_.-]{1,64}"
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
-_IDENT_TAIL = re.compile(r"[\w.$@-]*\Z")
-_WORD = re.compile(r"[\w.-]+")
+_IDENT_TAIL = r"[\w.$@-]*\Z"
+_WORD = r"[\w.-]+"
 _LOOK_BACK = 48  # bytes before a name read for the words that belong to it ("the api" of "the api key is")
 
 
@@ -62,6 +62,12 @@ class Finding:
 Path = tuple[str | int, ...]
 Order = tuple[tuple[int, int], ...]  # sorts in document order: (position in its container, 0 key / 1 value)
 
+
+
+@functools.cache
+def _re(pattern: str) -> re.Pattern[str]:
+    """A pattern compiled when first used (importing the scanner compiles nothing)."""
+    return re.compile(pattern)
 
 def _texts(document: Any) -> tuple[list[str], list[str]]:
     """Every key and every string value of the document (an explicit stack: it may nest deeply). The
@@ -142,31 +148,53 @@ def _long_mark_run() -> Any:
     return _re2(f"[\\p{{M}}\\x{{ff9e}}\\x{{ff9f}}]{{{MAX_MARKS + 1},}}")
 
 
-_INVISIBLE = re.compile("[" + "".join(
-    chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in chars.INVISIBLE_RANGES) + "]+")
+@functools.cache
+def _invisible() -> Any:
+    return _re2(f"[{_ranges_class(chars.INVISIBLE_RANGES)}]")
+
+
+@functools.cache
+def _invisible_python() -> re.Pattern[str]:
+    ranges = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in chars.INVISIBLE_RANGES)
+    return re.compile(f"[{ranges}]+")
+
+
 _WINDOW_COST = 256  # characters of whole-text NFKC that cost about as much as normalising one window
+
+
+def _visible(text: str) -> str:
+    """The text without its invisible characters (looked for with RE2 first: much faster than `re`)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return _invisible_python().sub("", text) if _invisible().search(data) else text
 
 
 def _nfkc(text: str) -> str:
     """Invisible characters dropped, runs of combining marks cut at MAX_MARKS, NFKC."""
-    text = _INVISIBLE.sub("", text)
+    text = _visible(text)
     data = text.encode("utf-8", "surrogatepass")
-    runs = [m.span() for m in _long_mark_run().finditer(data)]
-    if runs:
-        data = b"".join(_cut_runs(data, runs))
-        text = data.decode("utf-8", "surrogatepass")
-    text = unicodedata.normalize("NFKC", text)
-    return text if text.isascii() else _INVISIBLE.sub("", text)
-
-
-def _cut_runs(data: bytes, runs: list[tuple[int, int]]) -> Iterator[bytes]:
-    done = 0
-    for start, end in runs:
-        run = data[start:end].decode("utf-8", "surrogatepass")
-        yield data[done:start]
-        yield run[:MAX_MARKS].encode("utf-8", "surrogatepass")
+    pieces, done = [], 0
+    for start, end in _spans(_long_mark_run(), data, 0, len(data)):
+        pieces.append(data[done:start])
+        pieces.append(data[start:end].decode("utf-8", "surrogatepass")[:MAX_MARKS].encode("utf-8", "surrogatepass"))
         done = end
-    yield data[done:]
+    if pieces:
+        pieces.append(data[done:])
+        text = b"".join(pieces).decode("utf-8", "surrogatepass")
+    text = unicodedata.normalize("NFKC", text)
+    return text if text.isascii() else _visible(text)
+
+
+def _spans(compiled: Any, data: bytes, pos: int, stop: int) -> Iterator[tuple[int, int]]:
+    """The spans of `compiled`'s leftmost non-overlapping matches in data[pos:stop], as google-re2's
+    `finditer` finds them, without building a match object for each (its RE2 object's `Match`: half
+    the cost per match, which counts where a text holds a great many candidates)."""
+    match, anchor = compiled._regexp.Match, re2._Anchor.UNANCHORED
+    while pos <= stop:
+        start, end = match(anchor, data, pos, stop)[0]
+        if start < 0:
+            return
+        yield start, end
+        pos = end if end > start else end + 1
 
 
 def _join(texts: list[str]) -> str:
@@ -192,8 +220,8 @@ def _normal(joined: str) -> bytes:
     data = joined.encode("utf-8", "surrogatepass")
     most = 64 + len(joined) // _WINDOW_COST
     windows: list[tuple[int, int]] = []
-    for match in _unstable().finditer(data):
-        windows.append(match.span())
+    for window in _spans(_unstable(), data, 0, len(data)):
+        windows.append(window)
         if len(windows) > most:
             return _nfkc(joined).encode("utf-8", "surrogatepass")
     if not windows:
@@ -274,16 +302,11 @@ def _prepare(texts: list[str]) -> tuple[bytes, list[int]]:
 @functools.cache
 def _finder(i: int) -> Any:
     """A rule's pattern compiled to find whole matches (no groups: RE2's automaton alone), a leading
-    `\\b` left to `_bounded`."""
+    `\\b` left to the caller (RE2 jumps from one occurrence of the literal that follows to the next)."""
     options = re2.Options()
     options.max_mem = 64 << 20
     options.never_capture = True
     return re2.compile(RULES[i].pattern.removeprefix("\\b"), options)
-
-
-def _bounded(i: int, data: bytes, start: int) -> bool:
-    """The leading `\\b` of rule `i`'s pattern, if it has one: no letter, digit or `_` before the match."""
-    return not (RULES[i].pattern.startswith("\\b") and start and data[start - 1] in _WORD_BYTES)
 
 
 @functools.cache
@@ -329,13 +352,13 @@ def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None
     before = data[max(data.rfind(b"\x00", 0, start) + 1, start - _LOOK_BACK):start]
     before_text = before.decode("utf-8", "ignore").split("\n")[-1]
     operator = (match.group("o") or match.group("p")).strip(" \t\"'`")
-    if operator.startswith(">") and (not _IDENT_TAIL.sub("", before_text).endswith("<")
+    if operator.startswith(">") and (not _re(_IDENT_TAIL).sub("", before_text).endswith("<")
                                      or not data[end:end + 64].lstrip().startswith(b"</")):
         return None  # `<name>value</name>` only
-    ident = _IDENT_TAIL.search(before_text).group()  # type: ignore[union-attr]  # matches the empty string
+    ident = _re(_IDENT_TAIL).search(before_text).group()  # type: ignore[union-attr]  # matches the empty string
     prose = before_text[:len(before_text) - len(ident)]
     words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
-    while words and not _WORD.fullmatch(words[0]):
+    while words and not _re(_WORD).fullmatch(words[0]):
         words.pop(0)
     name = " ".join([*words, ident + match.group("n")])
     return where if checks.assigned(name, value, spaced=operator == "") else None
@@ -352,12 +375,12 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
     data = text.data
     for i in rules:
         rule, finder = RULES[i], _finder(i)
+        bounded = rule.pattern.startswith("\\b")  # left to here by _finder
         stop = end_of_keys if rule.keys_only else len(data)
         count = pos = 0
         while count < limit and pos < stop:
-            for match in finder.finditer(data, pos, stop):
-                start, end = match.span()
-                if not _bounded(i, data, start):
+            for start, end in _spans(finder, data, pos, stop):
+                if bounded and start and data[start - 1] in _WORD_BYTES:
                     continue
                 if not rule.keys_only:
                     key = (i, data[max(0, start - _LOOK_BACK):end + 64])
@@ -442,11 +465,9 @@ def spans(text: str) -> list[tuple[int, int]]:
     for i in sorted({i for hit in hits for i in _compiled().rules_of[hit]}):
         if RULES[i].keys_only:
             continue
-        finder, pos = _finder(i), 0
-        while (match := finder.search(data, pos)) is not None:
-            start, end = match.span()
-            pos = max(end, start + 1)
-            where = _secret(i, data, start, end) if _bounded(i, data, start) else None
+        bounded = RULES[i].pattern.startswith("\\b")
+        for start, end in _spans(_finder(i), data, 0, len(data)):
+            where = None if bounded and start and data[start - 1] in _WORD_BYTES else _secret(i, data, start, end)
             if where is not None:
                 found.append(where)
     merged: list[list[int]] = []
@@ -465,7 +486,7 @@ def spans(text: str) -> list[tuple[int, int]]:
 
 @functools.lru_cache(maxsize=1024)
 def _key_token(key: str) -> str:
-    if not _PLAIN_KEY.fullmatch(key) or text_kinds(key):
+    if not _re(_PLAIN_KEY).fullmatch(key) or text_kinds(key):
         return "*"
     return key.replace("~", "~0").replace("/", "~1")
 
