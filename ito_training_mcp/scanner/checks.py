@@ -25,7 +25,7 @@ _PLACEHOLDER = (
     r"|passw0rd|p@ssw0rd|mysecret|mytoken|notreal|not_real|todo|tbd|fixme|^(?:none|null|nil|undefined|true|false"
     r"|required|optional|empty|unset|hidden|masked|secret|token|apikey|api_key|password|pass|test|testing|user"
     r"|username|admin|guest|demo|foo|bar|baz|x+|y+|z+|abc|abcd|qwerty|letmein|hunter2|1234|12345)$"
-    r"|^(?:ENC\[|\$ANSIBLE_VAULT|vault:|sm://|ssm:|arn:aws:secretsmanager:|projects/[^/]+/secrets/|op://|keyvault:)"
+    r"|^(?:ENC\[|\$ANSIBLE_VAULT|!vault|vault:|sm://|ssm:|arn:aws:secretsmanager:|projects/[^/]+/secrets/|op://|keyvault:)"
 )
 _REPEATED = r"(.)\1{5,}|(..)\2{3,}|(...)\3{3,}|(....)\4{3,}"
 _RUN_UP = "|".join(f"(?i:{chr(c)}{chr(c + 1)}{chr(c + 2)}{chr(c + 3)}{chr(c + 4)}{chr(c + 5)})"

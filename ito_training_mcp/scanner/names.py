@@ -21,7 +21,8 @@ ALWAYS: frozenset[str] = frozenset({
     "password", "passwords", "passwd", "passphrase", "passphrases", "pwd", "secret", "secrets", "credential",
     "credentials", "creds", "authorization", "cookie", "cookies", "apikey", "apikeys", "privatekey", "secretkey",
     "accesskey", "accesstoken", "authtoken", "apitoken", "refreshtoken", "sessiontoken", "bearertoken",
-    "clientsecret", "passwort", "passwörter", "kennwort", "kennwörter", "motdepasse", "contraseña", "contraseñas",
+    "clientsecret", "passwort", "passwörter", "passworter", "kennwort", "kennwörter", "kennworter", "motdepasse",
+    "contraseña", "contraseñas",
     "contrasena", "contrasenas", "senha", "senhas", "пароль", "пароли", "пароля", "секрет", "секреты",
 })
 # A word ending with one of these names a credential too ("dbpassword", "webhooksecret").
@@ -33,13 +34,14 @@ UNSPACED: tuple[str, ...] = ("密码", "密碼", "口令", "密钥", "密鑰", "
 # Words that name a credential as the last word of a name: "hf_token", "accessToken", not "token_budget".
 LAST: frozenset[str] = frozenset({"token", "токен"})
 # Words for "key": a credential after a qualifier ("api_key", "clave API"), maybe one alone ("key").
-KEY_WORDS: frozenset[str] = frozenset({"key", "keys", "schlüssel", "clave", "chave", "ключ", "clé", "cle", "キー",
-                                       "鍵"})
+KEY_WORDS: frozenset[str] = frozenset({"key", "keys", "schlüssel", "schlussel", "clave", "chave", "ключ", "clé",
+                                       "cle", "キー", "鍵"})
 KEY_QUALIFIERS: frozenset[str] = frozenset({
     "api", "private", "secret", "access", "account", "signing", "sign", "encryption", "decryption", "master",
     "session", "license", "licence", "client", "auth", "app", "application", "service", "storage", "subscription",
     "shared", "sas", "deploy", "ssh", "gpg", "pgp", "rsa", "ecdsa", "ed25519", "hmac", "jwt", "webhook", "admin",
-    "root", "consumer", "wallet", "secreta", "secreto", "secrète", "privada", "privado", "privée", "geheim",
+    "root", "consumer", "wallet", "secreta", "secreto", "secrète", "secrete", "privada", "privado", "privée",
+    "privee", "geheim",
     "geheimer", "privater", "секретный", "приватный",
 })
 # Words that may name a credential as the last word: the value decides.
@@ -84,6 +86,7 @@ NOT_AFTER: frozenset[str] = frozenset({
 })
 
 _PROVIDERS = frozenset(PROVIDERS)
+_AFTER_KEY = frozenset({"api", "secreta", "secrète", "secrete"})  # "clave API", "clé secrète"
 _SPLIT = r"[\W_]+"
 _CJK = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CAMEL = (f"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z0-9])(?=[{_CJK}])"
@@ -118,8 +121,8 @@ def strength(name: str) -> int:
             continue
         if word in ALWAYS or word.endswith(SUFFIXES) or (i == last and word in LAST):
             return STRONG
-        if word in KEY_WORDS and (i == last or after in ("api", "secreta", "secrète")):
-            if before in KEY_QUALIFIERS or after in ("api", "secreta", "secrète"):
+        if word in KEY_WORDS and (i == last or after in _AFTER_KEY):
+            if before in KEY_QUALIFIERS or after in _AFTER_KEY:
                 return STRONG
             best = max(best, WEAK)
         elif (i == last and word in WEAK_LAST) or word in _PROVIDERS:

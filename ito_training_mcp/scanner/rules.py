@@ -85,14 +85,17 @@ class Rule:
 # Stems of every word names.py reads as (maybe) naming a credential, and the providers' names.
 STEMS: tuple[str, ...] = (
     "pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "cookie", "kennw", "contrase", "senha", "clave",
-    "chave", "schlüssel", "clé", "парол", "секрет", "токен", "ключ", "密码", "密碼", "口令", "密钥", "密鑰", "令牌",
-    "パスワード", "暗証番号", "トークン", "秘密鍵", "비밀번호", "토큰", "キー", "鍵",
+    "chave", "schlüssel", "schlussel", "clé", "cle", "парол", "секрет", "токен", "ключ", "密码", "密碼", "口令",
+    "密钥", "密鑰", "令牌", "パスワード", "暗証番号", "トークン", "秘密鍵", "비밀번호", "토큰", "キー", "鍵",
 )
 _NAME_CHARS = r"[\p{L}\p{N}_.$@-]"  # as RE2 reads it; Python's `[\w.$@-]` reads the same
 _VALUE_CHARS = r"[\x21\x23-\x26\x28-\x2b\x2d-\x3a\x3d\x3f-\x5b\x5d-\x5f\x61-\x7e]"  # printable ASCII but "',;<>\`
-_IS = r"(?i:is|ist|est|es|é|era|war|sind|are|was|=|:)"
-_EXPLICIT = (  # = : := ::= ?= .= => ->, <name>value, ("NAME", "value")
-    r"[\"'`\]]?[ \t]{0,4}(?:=>|:{1,3}=|[?.+]=|->|=|:)[ \t]{0,4}[\"'`]?"
+_IS = r"(?i:is|ist|lautet|est|es|é|e|era|war|sind|are|was|это|=|:)"  # "is" in the eight languages
+# A type between name and `=` (`var x string = `, `x: String = `), = : := ::= ?= .= => ->, <name>value,
+# ("NAME", "value")
+_EXPLICIT = (
+    r"[ \t]{0,4}:?[ \t]{0,4}[A-Za-z_][A-Za-z0-9_.<>\[\]?]{0,40}[ \t]{0,4}:?=[ \t]{0,4}[\"'`]?"
+    r"|[\"'`\]]?[ \t]{0,4}(?:=>|:{1,3}=|[?.+]=|->|=|:)[ \t]{0,4}[\"'`]?"
     r"|[\"']?[ \t]{0,4}>\s{0,16}|[\"'][ \t]{0,4},[ \t]{0,4}[\"']"
 )
 _WORDED = (  # password is ..., 密码是 ..., пароль — ..., and a bare space: --token X, .netrc, "api key X"
@@ -102,7 +105,7 @@ _WORDED = (  # password is ..., 密码是 ..., пароль — ..., and a bare 
 # After an operator the value is six characters or more; after words or a space, it holds a digit or is
 # sixteen characters or more (so that "password reset link" is not even a candidate).
 ASSIGNMENT = (
-    "(?P<n>(?i:" + "|".join([*STEMS, *PROVIDER_NAMES]) + ")" + _NAME_CHARS + "*)"
+    "(?P<n>(?i:" + "|".join([*STEMS, *PROVIDER_NAMES]) + ")" + _NAME_CHARS + "*(?:[ \t](?i:api))?)"
     "(?:(?P<o>" + _EXPLICIT + ")(?P<v>" + _VALUE_CHARS + "{6,})"
     "|(?P<p>" + _WORDED + ")(?P<w>" + _VALUE_CHARS + "*[0-9]" + _VALUE_CHARS + "*|" + _VALUE_CHARS + "{16,}))"
 )
@@ -131,6 +134,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "wandb api key {hex40}", "--token {an32}", "--api-key {an32}", "--password Wint3r-Sun!",
               "machine api.wandb.ai login u password {hex40}", 'xToken := "{an30}"', "pw: Hunter2Winter!",
               '<apiToken>\n    {an32}\n</apiToken>', 'System.setProperty("X_TOKEN", "{an30}")',
+              'var xToken string = "{an30}"', 'val apiKey: String = "{an30}"',
               "Das Passwort ist Sommer2026!", "le mot de passe est Ete2026!x", "la contraseña es Verano2026!",
               "a senha é Inverno2026!", "пароль: Zima2026!x", "密码是Hunter2Winter", "パスワードはHunter2Winterです",
               '{"username": "ml", "key": "{hex32}"}', "discord_client_id = {d18}"),

@@ -168,9 +168,22 @@ def _visible(text: str) -> str:
     return _invisible_python().sub("", text) if _invisible().search(data) else text
 
 
+@functools.cache
+def _marks_after_ascii(wide: bool) -> re.Pattern[str]:
+    """Combining marks right after an ASCII letter or digit (`wide`: those outside the BMP; `re` is fast
+    on a class of BMP characters alone)."""
+    ranges = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}"
+                     for a, b in chars.MARK_RANGES if (a > 0xFFFF) == wide)
+    return re.compile(f"(?<=[A-Za-z0-9])[{ranges}]+")
+
+
 def _nfkc(text: str) -> str:
-    """Invisible characters dropped, runs of combining marks cut at MAX_MARKS, NFKC."""
-    text = _visible(text)
+    """Invisible characters dropped, combining marks right after an ASCII letter or digit dropped (no
+    token holds one: an accent on a token's letter must not hide the token), runs of combining marks
+    cut at MAX_MARKS, NFKC."""
+    text = _marks_after_ascii(False).sub("", _visible(text))
+    if max(text, default="") > "\uffff":
+        text = _marks_after_ascii(True).sub("", text)
     data = text.encode("utf-8", "surrogatepass")
     pieces, done = [], 0
     for start, end in _spans(_long_mark_run(), data, 0, len(data)):
