@@ -11,11 +11,14 @@ import json
 import unicodedata
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ito_training_mcp.scanner import INVISIBLE, LIMIT, Finding, pointer, scan_document, spans, text_kinds
+from ito_training_mcp.scanner import INVISIBLE, LIMIT, Finding, pointer, scan, scan_document, spans, text_kinds
 from ito_training_mcp.scanner import is_credential_key_name as key_name
 from ito_training_mcp.scanner.chars import INVISIBLE_RANGES, UNSTABLE_RANGES, WIDE_PUNCTUATION
-from ito_training_mcp.scanner.rules import expand
+from ito_training_mcp.scanner.rules import RULES, expand
+from tests.scanner_benign_corpus import BENIGN_STRINGS
 
 B64_PAIR = base64.b64encode(b"ml-bot:" + expand("{an20}").encode()).decode()
 
@@ -287,3 +290,53 @@ def test_what_spans_cannot_cover_text_kinds_still_finds() -> None:
     hidden = expand("gh\u200bp_{an36}")
     assert spans(hidden) == []
     assert text_kinds(hidden) == ["github_token"]  # so the egress replaces the whole string
+
+
+# ---------------------------------------------------------------------------- properties
+
+ALPHABET = st.sampled_from([
+    *"abcXYZ019 _-:=/.@?\"'\n\t", "é", "ß", "д", "密", "码", "ア", "ﾊ", "ﾟ", "，", "：", "\u3000", "º", "ｇ", "ｈ", "ｐ", "＿",
+    "\u0301", "\u0316", "\u200b", "\u200d", "\ufeff", "\x00", "ﬁ", "𝐩", "\U000e0041", "\u1100", "\u1161", "\u11a8", "가",
+    "\ud800"])
+TEXT = st.text(ALPHABET, max_size=60)
+TOKENS = [expand(t) for rule in RULES if rule.check == "shape" for t in rule.tps]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(TEXT, max_size=4), TEXT)
+def test_any_text_is_scanned_and_no_value_is_reported(values: list[str], key: str) -> None:
+    document = {key: values, "k": {v: v for v in values}}
+    for finding in scan_document(document):
+        for token in finding.pointer.split("/")[1:]:
+            assert token == "*" or token.isdigit() or text_kinds(token) == []
+    text_kinds(key)
+    spans(key)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(BENIGN_STRINGS), st.sampled_from(TOKENS), st.integers(0, 200))
+def test_a_token_inserted_into_benign_text_is_found(text: str, token: str, at: int) -> None:
+    words = text.split(" ")
+    at %= len(words) + 1
+    mixed = " ".join([*words[:at], token, *words[at:]])
+    assert text_kinds(mixed) != []
+    assert scan_document({"description": mixed}) != []
+
+
+@settings(max_examples=100, deadline=None)
+@given(TEXT, st.sampled_from(TOKENS), TEXT, st.sampled_from(["NFC", "NFD", "NFKC", "NFKD"]))
+def test_normal_forms_find_the_same_token(before: str, token: str, after: str, form: str) -> None:
+    kinds = set(text_kinds(token))
+    assert kinds
+    assert kinds <= set(text_kinds(f"{before} {token} {after}"))
+    assert kinds <= set(text_kinds(unicodedata.normalize(form, f"{before} {token} {after}")))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=5))
+def test_normalising_windows_equals_normalising_the_whole(texts: list[str]) -> None:
+    joined = scan._join(texts)
+    whole = joined
+    for wide, narrow in WIDE_PUNCTUATION:
+        whole = whole.replace(wide, narrow)
+    assert scan._normal(joined) == scan._nfkc(whole).encode("utf-8", "surrogatepass")

@@ -15,8 +15,7 @@ def _r(kind: str, pattern: str, triggers: tuple[str, ...], what: str, tps: tuple
     return kind, pattern, triggers, what, tps, fps, check, fold
 
 
-PROVIDER_RULES: tuple[ProviderRule, ...] = (
-    # Cloud providers
+CLOUD: tuple[ProviderRule, ...] = (  # cloud providers
     _r("aws_access_key_id",
        r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b",
        ("A3T", "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"),
@@ -82,7 +81,9 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("sha256~{us43}",), ("sha256:{hex64}",)),
     _r("harness_api_key", r"\b(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}", ("pat.", "sat."),
        "Harness API keys (`pat.`, `sat.`)", ("pat.{us22}.{an24}.{an20}",), ("pat.xxxxxxxxxxxxxxxxxxxxxx.y.z",)),
-    # Source hosting, CI and package registries
+)
+
+SOURCE: tuple[ProviderRule, ...] = (  # source hosting, CI and package registries
     _r("github_token", r"\bgh[pousr]_[A-Za-z0-9]{36}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
        "GitHub tokens: personal (`ghp_`), OAuth (`gho_`), user-to-server (`ghu_`), server-to-server (`ghs_`), "
        "refresh (`ghr_`)", ("ghp_{an36}", "GITHUB_TOKEN=gho_{an36}", "ghs_{an36}"), ("ghp_{x36}", "ghp_short")),
@@ -128,7 +129,9 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("duffel_test_{us43}",), ("duffel_test_{x43}",)),
     _r("settlemint_token", r"\bsm_(?:aat|pat|sat)_[A-Za-z0-9]{16}\b", ("sm_aat_", "sm_pat_", "sm_sat_"),
        "SettleMint access tokens", ("sm_pat_{an16}",), ("sm_pat_{x16}",)),
-    # AI and ML providers
+)
+
+AI: tuple[ProviderRule, ...] = (  # AI and ML providers
     _r("openai_style_key", r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}", ("sk-",),
        "OpenAI keys (`sk-`, `sk-proj-`, `sk-svcacct-`, `sk-admin-`) and other `sk-` keys of that shape",
        ("sk-proj-{us74}T3BlbkFJ{us74}", "sk-{an20}T3BlbkFJ{an20}", "OPENAI_API_KEY=sk-{an48}"),
@@ -155,7 +158,9 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
     _r("privateai_api_key", r"(?i:private[_-]?ai)[A-Za-z0-9_.-]{0,20}[\"']?[ \t]{0,8}[:=,][ \t]{0,8}[\"']?"
        r"(?P<v>[a-z0-9]{32})\b", ("privateai", "private_ai", "private-ai"), "Private AI API keys",
        ("PRIVATE_AI_API_KEY={al32}",), ("private_ai_key={x32}",), "random", fold=True),
-    # Chat, mail, payments, observability, SaaS
+)
+
+SAAS: tuple[ProviderRule, ...] = (  # chat, mail, payments, observability and other services
     _r("slack_token",
        r"\b(?:xox(?:b-[0-9]{8,14}-[A-Za-z0-9-]{18,}|[pe](?:-[0-9]{10,13}){3}-[A-Za-z0-9-]{28,34}"
        r"|[ar]-(?:[0-9]-)?[0-9A-Za-z-]{8,}|[os]-[0-9]+-[0-9]+-[0-9]+-[A-Fa-f0-9]+|e\.xox[bp]-[0-9]-[A-Za-z0-9]{163,}"
@@ -234,8 +239,7 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("shippo_live_{hex40}",), ("shippo_live_{x40}",)),
     _r("adobe_client_secret", r"\bp8e-[A-Za-z0-9]{32}\b", ("p8e-",), "Adobe client secrets (`p8e-`)",
        ("p8e-{an32}",), ("p8e-{x32}",)),
-    _r("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ("AGE-SECRET-KEY-1",),
-       "age encryption secret keys", ("AGE-SECRET-KEY-1{BECH58}",), ("AGE-SECRET-KEY-1QQQQ",)),
+
     _r("airtable_token", r"\bpat[A-Za-z0-9]{14}\.[a-f0-9]{64}\b", ("pat",), "Airtable personal access tokens",
        ("pat{an14}.{hex64}",), ("pattern.{x64}",)),
     _r("authress_key", r"\b(?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}"
@@ -250,6 +254,16 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("s-s4t2ud-{hex64}",), ("s-s4t2ud-{x64}",)),
     _r("maxmind_license_key", r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b", ("_mmk",), "MaxMind license keys (`_mmk`)",
        ("{an6}_{an29}_mmk",), ("{x6}_{x29}_mmk",)),
+
+
+    _r("twitter_bearer_token", r"\bA{22}(?P<v>[A-Za-z0-9%]{80,})", ("AAAAAAAAAAAAAAAAAAAAAA",),
+       "Twitter (X) app bearer tokens (22 `A`s and the token)", ("AAAAAAAAAAAAAAAAAAAAAA{an90}",),
+       ("AAAAAAAAAAAAAAAAAAAAAA{x90}",)),
+)
+
+FILES: tuple[ProviderRule, ...] = (  # key and configuration files
+    _r("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ("AGE-SECRET-KEY-1",),
+       "age encryption secret keys", ("AGE-SECRET-KEY-1{BECH58}",), ("AGE-SECRET-KEY-1QQQQ",)),
     _r("kubernetes_secret",
        r"(?i:kind:)[ \t]*[\"']?(?i:secret)[\"']?\s[^\x00]*?\bdata:\s+[A-Za-z0-9_.-]+:[ \t]*"
        r"(?:[|>][-+]?\s+)?[\"']?(?P<v>[A-Za-z0-9+/]{8,}={0,3})", ("data:",),
@@ -261,9 +275,6 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        r"(?i:kind:)[ \t]*"
        r"[\"']?(?i:secret)\b", ("data:",), "the same with `kind: Secret` after the data",
        ("data:\n  token: {bs32}\nkind: Secret",), ("data:\n  mode: fast\nkind: ConfigMap",), "data", fold=True),
-    _r("twitter_bearer_token", r"\bA{22}(?P<v>[A-Za-z0-9%]{80,})", ("AAAAAAAAAAAAAAAAAAAAAA",),
-       "Twitter (X) app bearer tokens (22 `A`s and the token)", ("AAAAAAAAAAAAAAAAAAAAAA{an90}",),
-       ("AAAAAAAAAAAAAAAAAAAAAA{x90}",)),
     _r("sidekiq_secret", r"(?i:BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM)[^\x00\n]*?\b"
        r"(?P<v>[a-f0-9]{8}:[a-f0-9]{8})\b", ("__contribsys__com",), "Sidekiq Enterprise and Pro credentials",
        ("BUNDLE_ENTERPRISE__CONTRIBSYS__COM={hex8}:{hex8}",), ("BUNDLE_GEMS__CONTRIBSYS__COM=${SIDEKIQ_CREDS}",),
@@ -271,4 +282,9 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
     _r("nuget_password", r"(?i:<add key=\"(?:ClearText)?Password\"\s*value=\")(?P<v>[^\"\x00]{8,})\"",
        ("<add key=",), "NuGet config passwords", ('<add key="ClearTextPassword" value="{an16}" />',),
        ('<add key="ClearTextPassword" value="%NUGET_PASSWORD%" />',), "data", fold=True),
+)
+
+PROVIDER_FAMILIES: tuple[tuple[str, tuple[ProviderRule, ...]], ...] = (
+    ("Cloud providers", CLOUD), ("Source hosting, CI and package registries", SOURCE), ("AI and ML providers", AI),
+    ("Chat, mail, payments, observability and other services", SAAS), ("Key and configuration files", FILES),
 )

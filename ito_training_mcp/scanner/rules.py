@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from .names import PROVIDERS as PROVIDER_NAMES
-from .providers import PROVIDER_RULES, ProviderRule
+from .providers import PROVIDER_FAMILIES, ProviderRule
 
 CLASSES: dict[str, str] = {
     "an": "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
@@ -65,7 +65,8 @@ class Rule:
     """One thing the scanner looks for. `check` names the confirmation (checks.CHECKS, or "assigned":
     a credential name and a value; "key_name": an object key); `keys_only`: searched in keys alone;
     `parse`: the pattern in Python's syntax, to split a match into its groups, where the RE2 spelling is
-    not also Python's; `pattern_triggers`: the triggers are RE2 patterns, not literals."""
+    not also Python's; `pattern_triggers`: the triggers are RE2 patterns, not literals; `family`: the
+    heading docs/scanner.md lists the rule under."""
 
     kind: str
     pattern: str
@@ -78,6 +79,7 @@ class Rule:
     keys_only: bool = False
     parse: str = ""
     pattern_triggers: bool = False
+    family: str = ""
 
 
 # ---------------------------------------------------------------------------- names before a value
@@ -123,7 +125,8 @@ GENERIC_RULES: tuple[Rule, ...] = (
          tps=("password", "apiKey", "HF_TOKEN", "client-secret", "Passwort", "密码", "dbPassword", "webhookSecret",
               "x-api-key", "PRIVATE_KEY", "contraseña", "пароль", "パスワード", "access_token", "senha"),
          fps=("max_tokens", "tokenizer", "token_budget", "secretary", "keys", "keys-and-values", "passwordless",
-              "key", "author", "monkey", "pad_token", "public_key", "secret_name", "password_file", "primary_key")),
+              "key", "author", "monkey", "pad_token", "public_key", "secret_name", "password_file", "primary_key"),
+         family="Credential names"),
     Rule("credential_assignment", ASSIGNMENT, (*STEMS, *PROVIDER_NAMES),
          "a credential's name given a value in text, in any usual form: `password=...`, `api_key: ...`, "
          "`\"x_token\": \"...\"`, `<xToken>...</xToken>`, `setProperty(\"X_TOKEN\", \"...\")`, `X ?= ...`, "
@@ -143,7 +146,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "The API key rotation runbook lives in the wiki.", "password policy: rotate every 90 days",
               "api_key: changeme", "token: xxxxxxxxxxxxxxxx", "keyword: Befaehigung_P2", "cache key: {hex64}",
               "secret_name: prod-db-credentials", "The password for the cluster is stored in Vault.",
-              "tokenizer: bpe-32k-v2-sentencepiece", "author: Jane Doe")),
+              "tokenizer: bpe-32k-v2-sentencepiece", "author: Jane Doe"), family="Credential names"),
     Rule("credential_assignment",
          r"(?i:docker|podman|nerdctl|buildah|skopeo|helm|oras|crane|sshpass)\b[^\x00\n]*?[ \t]"
          r"(?:-p|--password)(?:[ \t]{1,4}|=)[\"']?(?P<v>[^\s\"'\x00]{2,})",
@@ -151,24 +154,25 @@ GENERIC_RULES: tuple[Rule, ...] = (
          "a password on a command line: `docker login -u x -p ...`, `sshpass -p ...`", check="password", fold=True,
          tps=("docker login -u ml -p {an20} registry.example.com", "sshpass -p Hunter2Winter ssh gpu-01"),
          fps=("docker login -u ml -p $REGISTRY_PASSWORD", "docker login --password-stdin",
-              "docker run -p 8080:80 nginx")),
+              "docker run -p 8080:80 nginx"), family="Credential names"),
     Rule("basic_auth",
          r"(?i:curl)\b(?:[^\x00\n]*\n){0,4}?[^\x00\n]*?[ \t](?:-u|--user)(?:[ \t]{1,4}|=)"
          r"(?P<v>[\"']?[^\s\"'\x00:]*:[^\s\"'\x00]+)",
          ("curl",), "a user and password on a curl command line (`curl -u admin:pw ...`)", check="pair", fold=True,
          tps=("curl -u admin:pw https://api.example.com", "curl --user ml:{an16} https://x.example.com/v1"),
          fps=("curl -u $USER:$TOKEN https://x.example.com", "curl -u admin: https://x.example.com",
-              "curl -u user:<password> https://x.example.com")),
+              "curl -u user:<password> https://x.example.com"), family="Headers and encoded credentials"),
     Rule("basic_auth", r"(?i:basic)[ \t]{1,8}(?P<v>" + _B64 + "{8,}={0,2})", ("basic",),
          "`Basic <base64>` whose decoded text is `user:password`", check="basic", fold=True,
          tps=("Authorization: Basic bWw6SHVudGVyMldpbnRlcg==",),
-         fps=("Basic tokenization with a BPE tokenizer", "basic authentication is disabled")),
+         fps=("Basic tokenization with a BPE tokenizer", "basic authentication is disabled"),
+         family="Headers and encoded credentials"),
     Rule("bearer_token",
          r"(?i:bearer)[ \t]{1,8}(?P<v>[A-Za-z0-9._~+/=-]{12,})", ("bearer",),
          "`Bearer <token>` (the token random-looking, so 'the bearer of news' is none)", check="random", fold=True,
          tps=("Authorization: Bearer {us40}", "curl -H 'bearer {an24}'"),
          fps=("The bearer of news arrives.", "Bearer tokens are never stored in manifests.",
-              "Bearer <token>", "bearer ${ACCESS_TOKEN}")),
+              "Bearer <token>", "bearer ${ACCESS_TOKEN}"), family="Headers and encoded credentials"),
     Rule("authorization_header",
          r"(?i:authorization)[\"']?[ \t]{0,8}[:=][ \t]{0,8}[\"']?"
          r"(?:(?i:token|api-?token|api-?key|sso-key|otp|digest|key|negotiate|ntlm|hmac|signature)[ \t]{1,8})?"
@@ -176,16 +180,17 @@ GENERIC_RULES: tuple[Rule, ...] = (
          "an `Authorization:` header with a value in another scheme (`Token ...`, `ApiKey ...`) or none",
          check="random", fold=True,
          tps=("Authorization: Token {hex40}", '{"authorization": "{an24}"}'),
-         fps=("Authorization: Bearer", "Authorization is handled by the platform.")),
+         fps=("Authorization: Bearer", "Authorization is handled by the platform."),
+         family="Headers and encoded credentials"),
     Rule("cookie_header",
          r"(?i:cookie)[ \t]{0,8}:[ \t]{0,8}[A-Za-z0-9_.-]{1,64}=(?P<v>[^ \t;\"\x00]{16,})", ("cookie",),
          "`Cookie:` and `Set-Cookie:` headers with a session value", check="random", fold=True,
          tps=("Cookie: session={an32}", "Set-Cookie: sid={us40}; HttpOnly"),
-         fps=("Cookie: theme=dark-mode-enabled", "cookie: consent=accepted")),
+         fps=("Cookie: theme=dark-mode-enabled", "cookie: consent=accepted"), family="Headers and encoded credentials"),
     Rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ("eyJ",),
          "JSON Web Tokens (header, payload and signature, or none)", check="any",
          tps=("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ6cXgifQ.{us43}", "token: eyJ0eXAiOiJKV1QifQ.eyJpc3MiOiJ4In0.{us30}"),
-         fps=("eyJhbGciOiJIUzI1NiJ9", "eyJ.eyJ.abc")),
+         fps=("eyJhbGciOiJIUzI1NiJ9", "eyJ.eyJ.abc"), family="Headers and encoded credentials"),
     Rule("private_key",
          r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----(?:[\sA-Za-z0-9+/=:,-]|\\[nr])*",
          ("-----BEGIN",), "PEM private keys of any type (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP) with key "
@@ -195,15 +200,16 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA{bs64}",
               "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF{bs64}"),
          fps=("-----BEGIN CERTIFICATE-----\nMIIC{bs64}", "-----BEGIN PUBLIC KEY-----\nMIIB{bs64}",
-              "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----")),
+              "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----"),
+         family="Key and configuration files"),
     Rule("private_key", r"PuTTY-User-Key-File-[0-9]:[^\x00]*", ("PuTTY-User-Key-File-",),
          "PuTTY private key files", check="any", tps=("PuTTY-User-Key-File-3: ssh-ed25519",),
-         fps=("PuTTY-User-Key-File is a format",)),
+         fps=("PuTTY-User-Key-File is a format",), family="Key and configuration files"),
     Rule("private_key",
          r"LS0tLS1CRUdJTi" + _B64 + r"{0,64}(?:UFJJVkFURSBLRV|BSSVZBVEUgS0VZ|QUklWQVRFIEtFW)" + _B64 + "*={0,2}",
          ("LS0tLS1CRUdJTi",), "a PEM private key in base64 (kubeconfig `client-key-data`, Kubernetes secrets)",
          check="any", tps=("client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo{bs80}",),
-         fps=("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",)),
+         fps=("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",), family="Key and configuration files"),
     Rule("private_key",
          r"\b(?:MI[IJ]" + _B64 + r"{2}[AQgw]IBA(?:AKC|DANBg)|MIG" + _B64 + r"AgEAMB|MHcCAQEEI|MC4CAQAwBQYDK2Vw"
          r"|b3BlbnNzaC1rZXktdjE)[A-Za-z0-9+/\s]{40,}={0,2}",
@@ -212,7 +218,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
          "or of an OpenSSH key", check="any",
          tps=("MIIEpAIBAAKCAQEA{bs120}", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC{bs120}", "MHcCAQEEI{bs60}",
               "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg{bs40}", "b3BlbnNzaC1rZXktdjEAAAAA{bs80}"),
-         fps=("MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA{bs120}",)),
+         fps=("MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA{bs120}",), family="Key and configuration files"),
     Rule("url_userinfo",
          r"://(?P<v>[^/?#@\s\"'<>\x00]+)@[^\s\x00\"'<>@]", ("@",),
          "a URL with userinfo: `scheme://user:password@host` (databases, brokers, git over https), also a user "
@@ -222,7 +228,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "ssh://deploy@build.example.com/srv"),
          fps=("s3://bucket/a@b", "git@github.com:acme/training-recipes.git", "mailto:ml-team@acme.example",
               "postgres://<user>:<password>@localhost/db", "https://${USER}:${PASS}@git.example.com",
-              "nvcr.io/nvidia/pytorch:24.01-py3@sha256:{hex64}")),
+              "nvcr.io/nvidia/pytorch:24.01-py3@sha256:{hex64}"), family="URLs"),
     Rule("url_userinfo",
          r"(?:^|[\s\x00\"'(])(?P<v>[A-Za-z0-9._%+-]+:[^\s\x00\"'/@:<>]{3,})@(?:localhost|[A-Za-z0-9-]+"
          r"(?:\.[A-Za-z0-9-]+)+|[A-Za-z0-9-]+:[0-9]{2,5})", ("@",),
@@ -230,7 +236,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
          check="password_pair",
          tps=("admin:{an12}@db.internal.example", "root:{an10}@localhost"),
          fps=("owner:ml-team@acme.example", "Contact: ml-team@acme.example for access.",
-              "git@github.com:acme/training-recipes.git")),
+              "git@github.com:acme/training-recipes.git"), family="URLs"),
     Rule("signed_url",
          r"://[^\s\x00\"'<>]*?[?&;](?i:x-amz-signature|x-amz-credential"
          r"|x-amz-security-token|x-goog-signature|x-goog-credential|signature|sig|token|access_token|id_token"
@@ -242,7 +248,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
               "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig={bs43}%3D",
               "https://data.example.com/set?token={an20}", "https://maps.example.com/api?key=AIza{us35}"),
          fps=("https://wiki.example.com/runs?id=42", "https://example.com/search?key=title",
-              "https://example.com/x?token=${TOKEN}", "https://example.com/x?sig=<signature>")),
+              "https://example.com/x?token=${TOKEN}", "https://example.com/x?sig=<signature>"), family="URLs"),
     Rule("url_path_token",
          r"://[^\s\x00\"'<>?#]*?/(?i:tokens?|keys?|secrets?|apikey|api_key"
          r"|webhooks?|hooks|auth|credentials?|private)/(?:[0-9]{4,20}/)?(?P<v>[A-Za-z0-9_.~+=-]{16,})",
@@ -250,7 +256,8 @@ GENERIC_RULES: tuple[Rule, ...] = (
           "/private/"), "a URL whose path carries a token after a credential word (`.../token/<token>`, "
          "`.../webhooks/<id>/<token>`)", check="random", fold=True,
          tps=("https://hooks.example.com/webhooks/123456/{us48}", "https://api.example.com/v1/token/{an32}"),
-         fps=("https://example.com/docs/tokens/overview-of-tokenization", "https://example.com/keys/rotation-guide")),
+         fps=("https://example.com/docs/tokens/overview-of-tokenization", "https://example.com/keys/rotation-guide"),
+         family="URLs"),
     Rule("url_path_token",
          r"://[^\s\x00\"'<>?#/]+(?:/[^\s\x00\"'<>?#/]*)*?/"
          r"(?P<v>[A-Za-z0-9]{32,64})(?:[/?#\s\x00\"'<>]|$)", ("/[A-Za-z0-9]{32}",),
@@ -258,13 +265,27 @@ GENERIC_RULES: tuple[Rule, ...] = (
          "revisions and ids excepted)", check="random_text", pattern_triggers=True,
          tps=("https://ntfy.example.com/{an40}", "https://api.example.com/bot/{an36}/send"),
          fps=("https://huggingface.co/acme/m/resolve/{hex40}/config.json", "s3://bucket/sha256/{hex64}",
-              "https://example.com/aVeryLongPathSegmentWithWordsOnlyAndCamelCase")),
+              "https://example.com/aVeryLongPathSegmentWithWordsOnlyAndCamelCase"), family="URLs"),
 )
 
 
-def _provider(rule: ProviderRule) -> Rule:
+def _provider(rule: ProviderRule, family: str) -> Rule:
     kind, pattern, triggers, what, tps, fps, check, fold = rule
-    return Rule(kind, pattern, triggers, what, check, tps, fps, fold)
+    return Rule(kind, pattern, triggers, what, check, tps, fps, fold, family=family)
 
 
-RULES: tuple[Rule, ...] = (*GENERIC_RULES[:1], *(_provider(r) for r in PROVIDER_RULES), *GENERIC_RULES[1:])
+RULES: tuple[Rule, ...] = (
+    *GENERIC_RULES[:1],
+    *(_provider(rule, family) for family, rules in PROVIDER_FAMILIES for rule in rules),
+    *GENERIC_RULES[1:],
+)
+
+
+def table() -> str:
+    """The rules as docs/scanner.md lists them: each family with its kinds (a test keeps them equal)."""
+    families: dict[str, dict[str, None]] = {}
+    for rule in RULES:
+        families.setdefault(rule.family, {})[rule.kind] = None
+    rows = ["| Family | Kinds |", "|---|---|"]
+    rows += [f"| {family} | {', '.join(f'`{kind}`' for kind in kinds)} |" for family, kinds in families.items()]
+    return "\n".join(rows)
