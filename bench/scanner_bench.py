@@ -87,6 +87,8 @@ def hostile(size: int) -> dict[str, Any]:
         "every trigger, many strings": {"d": [triggers] * max(1, size // len(triggers.encode()))},
         "near misses": {"d": _fill(near, size)},
         "near misses, many strings": {"d": [near] * max(1, size // len(near.encode()))},
+        "distinct near misses": {"d": " ".join(f"token: abcdef{n:07d} api_key=Vector{n}_Model" for n in range(size // 42))},
+        "triggers glued together": {"d": _fill(triggers.replace(" ", ""), size)},
         "invisible between letters": {"d": _fill("p\u200ba\u200bs\u200bs\u200b", size)},
         "full-width text": {"d": _fill("ｐａｓｓｗｏｒｄ＝ｓｅｃｒｅｔ　ｔｏｋｅｎ：ｘ　", size)},
         "decomposed accents": {"d": _fill("cafe\u0301 ", size)},

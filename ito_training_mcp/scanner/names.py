@@ -130,11 +130,6 @@ def strength(name: str) -> int:
     return best
 
 
-def is_credential_key_name(name: str) -> bool:
-    """Does this object key name a credential by itself ("password", "apiKey", "HF_TOKEN", "密码")?"""
-    return strength(name) == STRONG
-
-
 @functools.lru_cache(maxsize=4096)
 def is_password_name(name: str) -> bool:
     """Is it a password (a secret a person chose) rather than a token or key?"""

@@ -25,14 +25,12 @@ import functools
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
-
-from . import chars, checks, names
+from . import chars, checks, engine, names
 from .rules import RULES
 
 LIMIT = 20
@@ -40,7 +38,6 @@ POINTER_MAX = 200
 MAX_MARKS = 30  # combining marks kept in a run
 _PLAIN_KEY = r"[A-Za-z0-9_.-]{1,64}"
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
-_IDENT_TAIL = r"[\w.$@-]*\Z"
 _WORD = r"[\w.-]+"
 _LOOK_BACK = 48  # bytes before a name read for the words that belong to it ("the api" of "the api key is")
 
@@ -131,26 +128,20 @@ def _ranges_class(ranges: Iterable[tuple[int, int]]) -> str:
     return "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges)
 
 
-def _re2(pattern: str) -> Any:
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    return re2.compile(pattern, options)
-
-
 @functools.cache
 def _unstable() -> Any:
     """A character NFKC may change, with the one before it (NFKC may join them)."""
-    return _re2(f"[^\\x00]?[{_ranges_class(chars.UNSTABLE_RANGES)}]+")
+    return engine.compiled(f"[^\\x00]?[{_ranges_class(chars.UNSTABLE_RANGES)}]+")
 
 
 @functools.cache
 def _long_mark_run() -> Any:
-    return _re2(f"[\\p{{M}}\\x{{ff9e}}\\x{{ff9f}}]{{{MAX_MARKS + 1},}}")
+    return engine.compiled(f"[\\p{{M}}\\x{{ff9e}}\\x{{ff9f}}]{{{MAX_MARKS + 1},}}")
 
 
 @functools.cache
 def _invisible() -> Any:
-    return _re2(f"[{_ranges_class(chars.INVISIBLE_RANGES)}]")
+    return engine.compiled(f"[{_ranges_class(chars.INVISIBLE_RANGES)}]")
 
 
 @functools.cache
@@ -165,7 +156,7 @@ _WINDOW_COST = 256  # characters of whole-text NFKC that cost about as much as n
 def _visible(text: str) -> str:
     """The text without its invisible characters (looked for with RE2 first: much faster than `re`)."""
     data = text.encode("utf-8", "surrogatepass")
-    return _invisible_python().sub("", text) if _invisible().search(data) else text
+    return _invisible_python().sub("", text) if engine.found(_invisible(), data) else text
 
 
 @functools.cache
@@ -186,7 +177,7 @@ def _nfkc(text: str) -> str:
         text = _marks_after_ascii(True).sub("", text)
     data = text.encode("utf-8", "surrogatepass")
     pieces, done = [], 0
-    for start, end in _spans(_long_mark_run(), data, 0, len(data)):
+    for start, end in engine.spans(_long_mark_run(), data):
         pieces.append(data[done:start])
         pieces.append(data[start:end].decode("utf-8", "surrogatepass")[:MAX_MARKS].encode("utf-8", "surrogatepass"))
         done = end
@@ -195,19 +186,6 @@ def _nfkc(text: str) -> str:
         text = b"".join(pieces).decode("utf-8", "surrogatepass")
     text = unicodedata.normalize("NFKC", text)
     return text if text.isascii() else _visible(text)
-
-
-def _spans(compiled: Any, data: bytes, pos: int, stop: int) -> Iterator[tuple[int, int]]:
-    """The spans of `compiled`'s leftmost non-overlapping matches in data[pos:stop], as google-re2's
-    `finditer` finds them, without building a match object for each (its RE2 object's `Match`: half
-    the cost per match, which counts where a text holds a great many candidates)."""
-    match, anchor = compiled._regexp.Match, re2._Anchor.UNANCHORED
-    while pos <= stop:
-        start, end = match(anchor, data, pos, stop)[0]
-        if start < 0:
-            return
-        yield start, end
-        pos = end if end > start else end + 1
 
 
 def _join(texts: list[str]) -> str:
@@ -233,7 +211,7 @@ def _normal(joined: str) -> bytes:
     data = joined.encode("utf-8", "surrogatepass")
     most = 64 + len(joined) // _WINDOW_COST
     windows: list[tuple[int, int]] = []
-    for window in _spans(_unstable(), data, 0, len(data)):
+    for window in engine.spans(_unstable(), data):
         windows.append(window)
         if len(windows) > most:
             return _nfkc(joined).encode("utf-8", "surrogatepass")
@@ -274,16 +252,12 @@ def _spelt(trigger: str) -> str:
     out = []
     for c in trigger:
         wide = [w for w, narrow in chars.WIDE_PUNCTUATION if narrow == c]
-        out.append("(?:" + "|".join([re2.escape(c), *wide]) + ")" if wide else re2.escape(c))
+        out.append("(?:" + "|".join([engine.literal(c), *wide]) + ")" if wide else engine.literal(c))
     return "".join(out)
 
 
 @functools.cache
 def _compiled() -> _Compiled:
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    options.never_capture = True
-    triggers = re2.Set.SearchSet(options)
     index: dict[str, list[int]] = {}
     for i, rule in enumerate(RULES):
         for trigger in rule.triggers:
@@ -291,10 +265,8 @@ def _compiled() -> _Compiled:
             index.setdefault(("(?i)" if rule.fold else "") + pattern, []).append(i)
     index["[" + "".join(w for w, _ in chars.WIDE_PUNCTUATION) + "]"] = []
     index[f"[{_ranges_class(chars.UNSTABLE_RANGES)}]"] = []
-    for pattern in index:
-        triggers.Add(pattern)
-    triggers.Compile()
-    return _Compiled(triggers, tuple(tuple(v) for v in index.values()), len(index) - 2, len(index) - 1)
+    return _Compiled(engine.trigger_set(list(index)), tuple(tuple(v) for v in index.values()), len(index) - 2,
+                     len(index) - 1)
 
 
 def _prepare(texts: list[str]) -> tuple[bytes, list[int]]:
@@ -312,14 +284,10 @@ def _prepare(texts: list[str]) -> tuple[bytes, list[int]]:
     return data, sorted({i for hit in hits for i in compiled.rules_of[hit]})
 
 
-@functools.cache
 def _finder(i: int) -> Any:
     """A rule's pattern compiled to find whole matches (no groups: RE2's automaton alone), a leading
     `\\b` left to the caller (RE2 jumps from one occurrence of the literal that follows to the next)."""
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    options.never_capture = True
-    return re2.compile(RULES[i].pattern.removeprefix("\\b"), options)
+    return engine.compiled(RULES[i].pattern.removeprefix("\\b"))
 
 
 @functools.cache
@@ -362,18 +330,22 @@ def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None
     where = start + len(text[:match.start(group)].encode()), start + len(text[:match.end(group)].encode())
     if rule.check != "assigned":
         return where if checks.CHECKS[rule.check](value) else None
-    before = data[max(data.rfind(b"\x00", 0, start) + 1, start - _LOOK_BACK):start]
+    reach = max(0, start - _LOOK_BACK)
+    before = data[data.rfind(b"\x00", reach, start) + 1 or reach:start]
     before_text = before.decode("utf-8", "ignore").split("\n")[-1]
     operator = (match.group("o") or match.group("p")).strip(" \t\"'`")
-    if operator.startswith(">") and (not _re(_IDENT_TAIL).sub("", before_text).endswith("<")
-                                     or not data[end:end + 64].lstrip().startswith(b"</")):
+    cut = len(before_text)  # where the name's own characters before the match begin ("my_" of "my_password")
+    while cut and (before_text[cut - 1].isalnum() or before_text[cut - 1] in "_.$@-"):
+        cut -= 1
+    ident, prose = before_text[cut:], before_text[:cut]
+    if operator.startswith(">") and (not prose.endswith("<") or not data[end:end + 64].lstrip().startswith(b"</")):
         return None  # `<name>value</name>` only
-    ident = _re(_IDENT_TAIL).search(before_text).group()  # type: ignore[union-attr]  # matches the empty string
-    prose = before_text[:len(before_text) - len(ident)]
     words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
     while words and not _re(_WORD).fullmatch(words[0]):
         words.pop(0)
-    name = " ".join([*words, ident + match.group("n")])
+    name = ident + match.group("n")
+    if words and names.strength(name) != names.STRONG:  # "the api key is", "public key:"
+        name = " ".join([*words, name])
     return where if checks.assigned(name, value, spaced=operator == "") else None
 
 
@@ -392,7 +364,7 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
         stop = end_of_keys if rule.keys_only else len(data)
         count = pos = 0
         while count < limit and pos < stop:
-            for start, end in _spans(finder, data, pos, stop):
+            for start, end in engine.spans(finder, data, pos, stop):
                 if bounded and start and data[start - 1] in _WORD_BYTES:
                     continue
                 if not rule.keys_only:
@@ -479,7 +451,7 @@ def spans(text: str) -> list[tuple[int, int]]:
         if RULES[i].keys_only:
             continue
         bounded = RULES[i].pattern.startswith("\\b")
-        for start, end in _spans(_finder(i), data, 0, len(data)):
+        for start, end in engine.spans(_finder(i), data):
             where = None if bounded and start and data[start - 1] in _WORD_BYTES else _secret(i, data, start, end)
             if where is not None:
                 found.append(where)
@@ -491,8 +463,14 @@ def spans(text: str) -> list[tuple[int, int]]:
             merged.append([start, end])
     if text.isascii():
         return [(a, b) for a, b in merged]
-    return [(len(data[:a].decode("utf-8", "surrogatepass")), len(data[:b].decode("utf-8", "surrogatepass")))
-            for a, b in merged]
+    out, byte, char = [], 0, 0  # byte offsets to character offsets, in one pass
+    for a, b in merged:
+        char += len(data[byte:a].decode("utf-8", "surrogatepass"))
+        start, byte = char, a
+        char += len(data[byte:b].decode("utf-8", "surrogatepass"))
+        out.append((start, char))
+        byte = b
+    return out
 
 
 # ---------------------------------------------------------------------------- pointers
