@@ -60,9 +60,13 @@ def _marked(value: str) -> bool:
 
 
 def placeholder(value: str) -> bool:
-    """A stand-in, not a secret: a placeholder word or syntax, a run like `abcdef`, a run of one to four
-    characters repeated, or few distinct characters."""
-    return _marked(value) or _few(value)
+    """A stand-in, not a secret: a placeholder word or syntax, a run like `abcdef` (also interleaved:
+    `abc123def456`), a run of one to four characters repeated, or few distinct characters."""
+    if _marked(value) or _few(value):
+        return True
+    low = "".join(_re(_ALNUM_RUN).findall(value[:64])).lower()
+    steps = sum(1 for a, b in pairwise(low) if ord(b) - ord(a) in (1, -1))
+    return len(low) >= 6 and steps * 5 >= (len(low) - 1) * 3
 
 
 def _few(value: str) -> bool:

@@ -168,7 +168,7 @@ GENERIC_RULES: tuple[Rule, ...] = (
          fps=("Basic tokenization with a BPE tokenizer", "basic authentication is disabled"),
          family="Headers and encoded credentials"),
     Rule("bearer_token",
-         r"(?i:bearer)[ \t]{1,8}(?P<v>[A-Za-z0-9._~+/=-]{12,})", ("bearer",),
+         "(?i:bearer)[ \t\u00a0\u202f\u3000]{1,8}(?P<v>[A-Za-z0-9._~+/=-]{12,})", ("bearer",),
          "`Bearer <token>` (the token random-looking, so 'the bearer of news' is none)", check="random", fold=True,
          tps=("Authorization: Bearer {us40}", "curl -H 'bearer {an24}'"),
          fps=("The bearer of news arrives.", "Bearer tokens are never stored in manifests.",
