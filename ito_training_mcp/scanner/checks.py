@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import math
-import re
 from collections import Counter
 from collections.abc import Callable
 from itertools import pairwise
@@ -42,12 +40,6 @@ _VOWELS = frozenset("aeiouy")
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
-
-@functools.cache
-def _re(pattern: str) -> re.Pattern[str]:
-    """A pattern compiled when first used (importing the scanner compiles nothing)."""
-    return re.compile(pattern)
-
 def entropy(text: str) -> float:
     """Shannon entropy in bits per character."""
     n = len(text)
@@ -64,7 +56,7 @@ def placeholder(value: str) -> bool:
     `abc123def456`), a run of one to four characters repeated, or few distinct characters."""
     if _marked(value) or _few(value):
         return True
-    low = "".join(_re(_ALNUM_RUN).findall(value[:64])).lower()
+    low = "".join(engine.python(_ALNUM_RUN).findall(value[:64])).lower()
     steps = sum(1 for a, b in pairwise(low) if ord(b) - ord(a) in (1, -1))
     return len(low) >= 6 and steps * 5 >= (len(low) - 1) * 3
 
@@ -72,7 +64,8 @@ def placeholder(value: str) -> bool:
 def _few(value: str) -> bool:
     """A run of one to four characters repeated, or few distinct characters."""
     distinct = len(set(value))
-    return distinct <= 3 or (distinct <= 8 and distinct * 6 <= len(value)) or bool(_re(_REPEATED).search(value))
+    few = distinct <= 3 or (distinct <= 8 and distinct * 6 <= len(value))
+    return few or engine.python(_REPEATED).search(value) is not None
 
 
 def _word_like(part: str) -> bool:
@@ -91,9 +84,9 @@ def _word_like(part: str) -> bool:
 
 def wordy(value: str) -> bool:
     """Made of words: an ordinary word, or an identifier or path whose letters are mostly words."""
-    if _re(_WORD).fullmatch(value):
+    if engine.python(_WORD).fullmatch(value):
         return True
-    covered = sum(len(p) for p in _re(_PARTS).findall(value) if _word_like(p))
+    covered = sum(len(p) for p in engine.python(_PARTS).findall(value) if _word_like(p))
     return covered * 5 >= len(value) * 3
 
 
@@ -103,14 +96,14 @@ def looks_random(value: str, min_len: int = 16) -> bool:
     alternating often, or, where they seldom do, no words."""
     if len(value) < min_len or "://" in value or placeholder(value):
         return False
-    if _re(_UUID).search(value):
+    if engine.python(_UUID).search(value):
         return True
-    core = max(_re(_ALNUM_RUN).findall(value), key=len, default="")
+    core = max(engine.python(_ALNUM_RUN).findall(value), key=len, default="")
     if len(core) < min(12, min_len) or (core != value and _few(core)):
         return False
     if core.isdigit():
         return len(core) >= 12 and entropy(core) >= 2.5
-    if _re(_HEX).fullmatch(core):
+    if engine.python(_HEX).fullmatch(core):
         return len(core) >= 16 and entropy(core) >= 2.8
     digits = sum(1 for a, b in pairwise(core) if a.isdigit() != b.isdigit())
     if entropy(core) < min(3.0, math.log2(len(core)) - 0.7):
@@ -134,7 +127,7 @@ def chosen_password(value: str, spaced: bool) -> bool:
     value = value.rstrip(".,!?;:)")
     if len(value) < 6 or placeholder(value) or "://" in value or value.startswith(("/", "~/", "./", "-")):
         return False
-    if _re(_WORD).fullmatch(value) or _re(_REFERENCE).fullmatch(value):
+    if engine.python(_WORD).fullmatch(value) or engine.python(_REFERENCE).fullmatch(value):
         return False
     digit = any(c.isdigit() for c in value)
     symbol = any(not c.isalnum() for c in value)
@@ -188,7 +181,7 @@ def shape(value: str) -> bool:
     and letters mixed in case like random text."""
     if github_checksum(value):
         return True
-    core = max(_re(_ALNUM_RUN).findall(value), key=len, default="")
+    core = max(engine.python(_ALNUM_RUN).findall(value), key=len, default="")
     if _marked(value) or placeholder(core):
         return False
     digits = sum(1 for a, b in pairwise(core) if a.isdigit() != b.isdigit())
@@ -219,6 +212,11 @@ def password_pair(value: str) -> bool:
     return chosen_password(password, False) or looks_random(password, 12)
 
 
+def random_text(value: str) -> bool:
+    """Random-looking, and more than digits or hexadecimal (which a path carries as revisions and ids)."""
+    return looks_random(value) and not value.isdigit() and engine.python(_HEX).fullmatch(value) is None
+
+
 def word(value: str) -> bool:
     """Anything but a placeholder or a plain word (a query parameter's or a path segment's value)."""
     return len(value) >= 6 and not placeholder(value) and not wordy(value)
@@ -227,8 +225,8 @@ def word(value: str) -> bool:
 CHECKS: dict[str, Callable[[str], bool]] = {
     "shape": shape,
     "random": looks_random,
-    "random_text": lambda value: looks_random(value) and not _re(_HEX).fullmatch(value) and not value.isdigit(),
-    "pem": lambda value: re.search(r"[A-Za-z0-9+/]{32}", value) is not None,
+    "random_text": random_text,
+    "pem": lambda value: engine.python(r"[A-Za-z0-9+/]{32}").search(value) is not None,
     "data": lambda value: len(value) >= 8 and not _marked(value),
     "basic": basic_pair,
     "userinfo": userinfo,

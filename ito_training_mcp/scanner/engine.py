@@ -1,10 +1,15 @@
-"""RE2 (google-re2) as the scanner uses it: patterns compiled once, with a generous memory budget, and
-matches read as spans straight from the RE2 object (google-re2's `finditer` builds a match object for
-every match, which doubles the cost where a text holds a great many candidates)."""
+"""The regular-expression engines as the scanner uses them, each pattern compiled once, when first used.
+
+RE2 (google-re2) searches text: linear whatever the input, with a generous memory budget, its matches
+read as spans straight from the RE2 object (google-re2's `finditer` builds a match object for every
+match, which doubles the cost where a text holds a great many candidates). Python's `re` reads short
+pieces RE2 has already found (a candidate, a name, a value), where its groups and look-arounds help.
+"""
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +25,12 @@ def compiled(pattern: str, groups: bool = False) -> Any:
     options.max_mem = 64 << 20
     options.never_capture = not groups
     return re2.compile(pattern, options)
+
+
+@functools.cache
+def python(pattern: str) -> re.Pattern[str]:
+    """`pattern` compiled by Python's `re` (for short pieces of text only)."""
+    return re.compile(pattern)
 
 
 def spans(pattern: Any, data: bytes, pos: int = 0, stop: int | None = None) -> Iterator[tuple[int, int]]:

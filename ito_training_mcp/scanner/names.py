@@ -12,7 +12,8 @@ otherwise. A word followed by a word that makes it a description (`secret_name`,
 from __future__ import annotations
 
 import functools
-import re
+
+from . import engine
 
 NONE, WEAK, STRONG = 0, 1, 2
 
@@ -93,15 +94,10 @@ _CAMEL = (f"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z0-9])(?=[
           f"|(?<=[{_CJK}])(?=[A-Za-z0-9])")
 
 
-
-@functools.cache
-def _re(pattern: str) -> re.Pattern[str]:
-    """A pattern compiled when first used (importing the scanner compiles nothing)."""
-    return re.compile(pattern)
-
 def words(name: str) -> list[str]:
     """The lower-case words of a name, trailing numbers dropped ("api_token_2" -> ["api", "token"])."""
-    out = [w.lower() for part in _re(_SPLIT).split(name) if part for w in _re(_CAMEL).split(part) if w]
+    split, camel = engine.python(_SPLIT).split, engine.python(_CAMEL).split
+    out = [w.lower() for part in split(name) if part for w in camel(part) if w]
     while out and out[-1].isdigit():
         out.pop()
     return out

@@ -2,19 +2,20 @@
 
 The pipeline, top to bottom:
 
-1. Strings. Every object key and every string value, in document order, with where it stands
-   (an explicit stack: the document may nest deeply). Keys come first in the text searched, so the
-   rules that read keys alone search that part only.
-2. Normalise. The strings are joined by NUL (no pattern matches NUL, so no match spans two strings)
-   and made into the text the rules read: invisible and format characters dropped (chars.py), then
-   NFKC (the standard library's unicodedata) wherever a character NFKC could change stands
-   (full-width letters, ligatures, math letters, decomposed accents ...). Common wide punctuation is
-   replaced directly. Combining marks past the 30th of a run are dropped first: CPython reorders
-   marks with an insertion sort, quadratic in a run's length, and marks never make a token.
-3. Triggers. One RE2-set pass over that text finds which rules' trigger literals occur.
+1. Strings. Every object key and every string value (an explicit stack: the document may nest
+   deeply). Keys come first in the text searched, so that the rule reading keys alone searches that
+   part only. Where each string stands is worked out only when something is found.
+2. Text. The strings are joined by NUL (no pattern matches NUL, so no match spans two strings) and
+   encoded as UTF-8.
+3. Triggers. One RE2-set pass finds which rules' trigger literals occur, and whether the text holds a
+   character NFKC could change. If it does, the text is normalised and the pass repeated: invisible
+   and format characters dropped, combining marks right after an ASCII letter or digit dropped,
+   runs of combining marks cut at 30 (CPython reorders marks with an insertion sort, quadratic in a
+   run's length; marks never make a token), NFKC with the standard library's unicodedata. Common
+   wide punctuation is replaced directly; NFKC runs on windows around the other characters.
 4. Candidates. Each triggered rule's own pattern finds candidates; the rule's check confirms each
    (checks.py: placeholders, checksums, randomness, a credential's name and a value).
-5. Findings. A JSON pointer (keys masked unless plain and harmless) and the kind, in document order.
+5. Findings. A JSON pointer (a key masked unless plain and harmless) and the kind, in document order.
 
 Every step is linear in the input, and the verdict never depends on how long a step took.
 """
@@ -59,12 +60,6 @@ class Finding:
 Path = tuple[str | int, ...]
 Order = tuple[tuple[int, int], ...]  # sorts in document order: (position in its container, 0 key / 1 value)
 
-
-
-@functools.cache
-def _re(pattern: str) -> re.Pattern[str]:
-    """A pattern compiled when first used (importing the scanner compiles nothing)."""
-    return re.compile(pattern)
 
 def _texts(document: Any) -> tuple[list[str], list[str]]:
     """Every key and every string value of the document (an explicit stack: it may nest deeply). The
@@ -128,56 +123,39 @@ def _ranges_class(ranges: Iterable[tuple[int, int]]) -> str:
     return "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges)
 
 
-@functools.cache
-def _unstable() -> Any:
-    """A character NFKC may change, with the one before it (NFKC may join them)."""
-    return engine.compiled(f"[^\\x00]?[{_ranges_class(chars.UNSTABLE_RANGES)}]+")
+def _python_class(ranges: Iterable[tuple[int, int]]) -> str:
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
 
 
-@functools.cache
-def _long_mark_run() -> Any:
-    return engine.compiled(f"[\\p{{M}}\\x{{ff9e}}\\x{{ff9f}}]{{{MAX_MARKS + 1},}}")
-
-
-@functools.cache
-def _invisible() -> Any:
-    return engine.compiled(f"[{_ranges_class(chars.INVISIBLE_RANGES)}]")
-
-
-@functools.cache
-def _invisible_python() -> re.Pattern[str]:
-    ranges = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in chars.INVISIBLE_RANGES)
-    return re.compile(f"[{ranges}]+")
-
-
+_UNSTABLE = f"[{_ranges_class(chars.UNSTABLE_RANGES)}]"  # a character NFKC may change or join
+_WINDOW = f"[^\\x00]?{_UNSTABLE}+"  # such characters with the one before them
+_INVISIBLE = f"[{_ranges_class(chars.INVISIBLE_RANGES)}]"
+_INVISIBLE_RUN = f"[{_python_class(chars.INVISIBLE_RANGES)}]+"  # for `re`
+_LONG_MARK_RUN = f"[\\p{{M}}\\x{{ff9e}}\\x{{ff9f}}]{{{MAX_MARKS + 1},}}"
+# Combining marks right after an ASCII letter or digit, as two `re` patterns (`re` is fast on a class of
+# BMP characters alone): those of the BMP, and those beyond it.
+_MARKS_AFTER_ASCII = tuple(
+    f"(?<=[A-Za-z0-9])[{_python_class((a, b) for a, b in chars.MARK_RANGES if (a > 0xFFFF) == wide)}]+"
+    for wide in (False, True))
 _WINDOW_COST = 256  # characters of whole-text NFKC that cost about as much as normalising one window
 
 
 def _visible(text: str) -> str:
     """The text without its invisible characters (looked for with RE2 first: much faster than `re`)."""
     data = text.encode("utf-8", "surrogatepass")
-    return _invisible_python().sub("", text) if engine.found(_invisible(), data) else text
-
-
-@functools.cache
-def _marks_after_ascii(wide: bool) -> re.Pattern[str]:
-    """Combining marks right after an ASCII letter or digit (`wide`: those outside the BMP; `re` is fast
-    on a class of BMP characters alone)."""
-    ranges = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}"
-                     for a, b in chars.MARK_RANGES if (a > 0xFFFF) == wide)
-    return re.compile(f"(?<=[A-Za-z0-9])[{ranges}]+")
+    return engine.python(_INVISIBLE_RUN).sub("", text) if engine.found(engine.compiled(_INVISIBLE), data) else text
 
 
 def _nfkc(text: str) -> str:
     """Invisible characters dropped, combining marks right after an ASCII letter or digit dropped (no
     token holds one: an accent on a token's letter must not hide the token), runs of combining marks
     cut at MAX_MARKS, NFKC."""
-    text = _marks_after_ascii(False).sub("", _visible(text))
+    text = engine.python(_MARKS_AFTER_ASCII[0]).sub("", _visible(text))
     if max(text, default="") > "\uffff":
-        text = _marks_after_ascii(True).sub("", text)
+        text = engine.python(_MARKS_AFTER_ASCII[1]).sub("", text)
     data = text.encode("utf-8", "surrogatepass")
     pieces, done = [], 0
-    for start, end in engine.spans(_long_mark_run(), data):
+    for start, end in engine.spans(engine.compiled(_LONG_MARK_RUN), data):
         pieces.append(data[done:start])
         pieces.append(data[start:end].decode("utf-8", "surrogatepass")[:MAX_MARKS].encode("utf-8", "surrogatepass"))
         done = end
@@ -211,7 +189,7 @@ def _normal(joined: str) -> bytes:
     data = joined.encode("utf-8", "surrogatepass")
     most = 64 + len(joined) // _WINDOW_COST
     windows: list[tuple[int, int]] = []
-    for window in engine.spans(_unstable(), data):
+    for window in engine.spans(engine.compiled(_WINDOW), data):
         windows.append(window)
         if len(windows) > most:
             return _nfkc(joined).encode("utf-8", "surrogatepass")
@@ -264,7 +242,7 @@ def _compiled() -> _Compiled:
             pattern = trigger if rule.pattern_triggers else _spelt(trigger)
             index.setdefault(("(?i)" if rule.fold else "") + pattern, []).append(i)
     index["[" + "".join(w for w, _ in chars.WIDE_PUNCTUATION) + "]"] = []
-    index[f"[{_ranges_class(chars.UNSTABLE_RANGES)}]"] = []
+    index[_UNSTABLE] = []
     return _Compiled(engine.trigger_set(list(index)), tuple(tuple(v) for v in index.values()), len(index) - 2,
                      len(index) - 1)
 
@@ -341,7 +319,7 @@ def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None
     if operator.startswith(">") and (not prose.endswith("<") or not data[end:end + 64].lstrip().startswith(b"</")):
         return None  # `<name>value</name>` only
     words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
-    while words and not _re(_WORD).fullmatch(words[0]):
+    while words and not engine.python(_WORD).fullmatch(words[0]):
         words.pop(0)
     name = ident + match.group("n")
     if words and names.strength(name) != names.STRONG:  # "the api key is", "public key:"
@@ -477,7 +455,7 @@ def spans(text: str) -> list[tuple[int, int]]:
 
 @functools.lru_cache(maxsize=1024)
 def _key_token(key: str) -> str:
-    if not _re(_PLAIN_KEY).fullmatch(key) or text_kinds(key):
+    if not engine.python(_PLAIN_KEY).fullmatch(key) or text_kinds(key):
         return "*"
     return key.replace("~", "~0").replace("/", "~1")
 
