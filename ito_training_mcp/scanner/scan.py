@@ -334,7 +334,7 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
     already is not searched again for it. Equal candidates (with what stands around them) are
     checked once."""
     found: dict[tuple[int, str], None] = {}
-    verdicts: dict[tuple[int, bytes], bool] = {}
+    verdicts: dict[tuple[int, int, bytes], bool] = {}
     data = text.data
     for i in rules:
         rule, finder = RULES[i], _finder(i)
@@ -346,7 +346,8 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
                 if bounded and start and data[start - 1] in _WORD_BYTES:
                     continue
                 if not rule.keys_only:
-                    key = (i, data[max(0, start - _LOOK_BACK):end + 64])
+                    back = max(0, start - _LOOK_BACK)
+                    key = (i, start - back, data[back:end + 64])
                     verdict = verdicts.get(key)
                     if verdict is None:
                         verdict = verdicts[key] = _secret(i, data, start, end) is not None
