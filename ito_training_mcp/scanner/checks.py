@@ -3,7 +3,8 @@
 A pattern finds where a credential may be; these functions look at what it found: not a placeholder
 (`xxxx`, `<your-key>`, `${VAR}`, `changeme`, a run of one character, `abcdef...`), a checksum where
 the format has one (a valid checksum confirms a token whatever its letters), random-looking where
-the rule is generic, and the structure of encoded forms (JWT, `user:password` in base64).
+the rule is generic, a value a person could have chosen after a password's name, and `user:password`
+inside HTTP Basic's base64.
 """
 
 from __future__ import annotations

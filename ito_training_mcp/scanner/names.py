@@ -3,8 +3,8 @@ before a value in text ("api key is ...", "--token ...", "Passwort: ...").
 
 A name is split into lower-case words (snake, kebab, dotted, camel and spaced forms; a change of
 script also splits), trailing numbers dropped. It is STRONG when a word names a credential on its
-own, WEAK when it may (`key`, `auth`, `pw`: the value must then look like a secret), and NONE
-otherwise. A word followed by a word that makes it a description (`secret_name`, `password_file`,
+own, WEAK when it may (`key`, `auth`, `pw`, a provider's name: the value must then look like a
+secret), and NONE otherwise. A word followed by a word that makes it a description (`secret_name`, `password_file`,
 `token_url`) or preceded by one that makes it something else (`public_key`, `pad_token`,
 `primary_key`) names no credential.
 """
