@@ -339,6 +339,7 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
     for i in rules:
         rule, finder = RULES[i], _finder(i)
         bounded = rule.pattern.startswith("\\b")  # left to here by _finder
+        context = _LOOK_BACK if rule.check == "assigned" else 0  # what a verdict depends on around a match
         stop = end_of_keys if rule.keys_only else len(data)
         count = pos = 0
         while count < limit and pos < stop:
@@ -346,8 +347,8 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
                 if bounded and start and data[start - 1] in _WORD_BYTES:
                     continue
                 if not rule.keys_only:
-                    back = max(0, start - _LOOK_BACK)
-                    key = (i, start - back, data[back:end + 64])
+                    back = max(0, start - context)
+                    key = (i, start - back, data[back:end + (64 if context else 0)])
                     verdict = verdicts.get(key)
                     if verdict is None:
                         verdict = verdicts[key] = _secret(i, data, start, end) is not None
