@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from ito_training_mcp.scanner import scan_document, text_kinds
-from ito_training_mcp.scanner.rules import RULES, Rule, expand
+from ito_training_mcp.scanner import scan, scan_document, text_kinds
+from ito_training_mcp.scanner.rules import RULES, Rule, expand, table
 
 TRUE = [pytest.param(rule, expand(tp), id=f"{rule.kind}-{n}") for rule in RULES for n, tp in enumerate(rule.tps)]
 FALSE = [pytest.param(rule, expand(fp), id=f"{rule.kind}-{n}") for rule in RULES for n, fp in enumerate(rule.fps)]
 
 
 def _has_trigger(rule: Rule, text: str) -> bool:
+    if rule.pattern_triggers:
+        return any(re.search(t, text) for t in rule.triggers)
     return any((t.lower() in text.lower()) if rule.fold else (t in text) for t in rule.triggers)
 
 
@@ -36,3 +41,14 @@ def test_false_positive_is_not(rule: Rule, text: str) -> None:
 def test_every_rule_has_samples() -> None:
     for rule in RULES:
         assert rule.tps and rule.fps, rule.what
+
+
+def test_the_docs_list_the_rules() -> None:
+    assert table() in (Path(__file__).resolve().parent.parent / "docs" / "scanner.md").read_text()
+
+
+def test_every_pattern_compiles_for_both_engines() -> None:
+    for i, rule in enumerate(RULES):
+        assert scan._finder(i) is not None
+        if "(?P<" in rule.pattern:
+            assert scan._parser(i) is not None

@@ -3,7 +3,8 @@
 A pattern finds where a credential may be; these functions look at what it found: not a placeholder
 (`xxxx`, `<your-key>`, `${VAR}`, `changeme`, a run of one character, `abcdef...`), a checksum where
 the format has one (a valid checksum confirms a token whatever its letters), random-looking where
-the rule is generic, and the structure of encoded forms (JWT, `user:password` in base64).
+the rule is generic, a value a person could have chosen after a password's name, and `user:password`
+inside HTTP Basic's base64.
 """
 
 from __future__ import annotations
@@ -11,31 +12,31 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-import re
 from collections import Counter
 from collections.abc import Callable
 from itertools import pairwise
 
-from . import names
+from . import engine, names
 
-_PLACEHOLDER = re.compile(
-    r"(?i)x{4,}|\*{3,}|#{4,}|\.\.\.|…|<[^>]*>|\$\{|\{\{|%\(|\$\(|^\$\w+$|^%\w+%$|^env[.:]"
+# Placeholders, read with RE2 (one pass, however many alternatives): placeholder syntax and words, values
+# that are placeholders whole, references to a secret store, and six letters or digits in a row (`abcdef`).
+_PLACEHOLDER = (
+    r"(?i)x{4,}|\*{3,}|#{4,}|\.\.\.|…|<[^>]*>|\$\{|\{\{|%\(|\$\(|^\$\w+$|^%\w+%$|^env[.:]|\[[a-z_ ]+\]"
     r"|your|example|placeholder|redacted|change_?me|dummy|sample|insert|replace|fake|foobar|lorem|secret123"
     r"|passw0rd|p@ssw0rd|mysecret|mytoken|notreal|not_real|todo|tbd|fixme|^(?:none|null|nil|undefined|true|false"
     r"|required|optional|empty|unset|hidden|masked|secret|token|apikey|api_key|password|pass|test|testing|user"
     r"|username|admin|guest|demo|foo|bar|baz|x+|y+|z+|abc|abcd|qwerty|letmein|hunter2|1234|12345)$"
-    r"|^(?:ENC\[|\$ANSIBLE_VAULT|vault:|sm://|ssm:|arn:aws:secretsmanager:|projects/[^/]+/secrets/|op://|keyvault:)"
+    r"|^(?:enc\[|\$ansible_vault|!vault|vault:|sm://|ssm:|arn:aws:secretsmanager:|projects/[^/]+/secrets/|op://"
+    r"|keyvault:)|"
+    + "|".join(run[i:i + 6] for run in ("abcdefghijklmnopqrstuvwxyz", "0123456789") for i in range(len(run) - 5))
 )
-_REPEATED = re.compile(r"(.)\1{5,}|(..)\2{3,}|(...)\3{3,}|(....)\4{3,}")
-_RUN_UP = re.compile("|".join(f"(?i:{chr(c)}{chr(c + 1)}{chr(c + 2)}{chr(c + 3)}{chr(c + 4)}{chr(c + 5)})"
-                              for c in [*range(ord("a"), ord("u")), *range(ord("0"), ord("5"))]))
-_WORD = re.compile(r"[A-Za-z][a-z]*(?:['-][A-Za-z][a-z]*)*[.,!?:;)]*|[A-Z]+[.,!?:;]*|[a-z]+\(\)")
-_HEX = re.compile(r"[0-9a-f]+|[0-9A-F]+")
-_BRACKETED = re.compile(r"\[[A-Za-z_ ]+\]")
-_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*")
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
-_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_REPEATED = r"(.)\1{5,}|(..)\2{3,}|(...)\3{3,}|(....)\4{3,}"
+_WORD = r"[A-Za-z][a-z]*(?:['-][A-Za-z][a-z]*)*[.,!?:;)]*|[A-Z]+[.,!?:;]*|[a-z]+\(\)"
+_HEX = r"[0-9a-f]+|[0-9A-F]+"
+_REFERENCE = r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*"
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_ALNUM_RUN = r"[A-Za-z0-9]+"
+_PARTS = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+"
 _VOWELS = frozenset("aeiouy")
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -46,16 +47,26 @@ def entropy(text: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(text).values()) if n else 0.0
 
 
+def _marked(value: str) -> bool:
+    """Placeholder syntax or words in the value (see _PLACEHOLDER)."""
+    return engine.found(engine.compiled(_PLACEHOLDER), value.encode("utf-8", "surrogatepass"))
+
+
 def placeholder(value: str) -> bool:
-    """A stand-in, not a secret: a placeholder word or syntax, few distinct characters, or a run like `abcdef`."""
-    if _PLACEHOLDER.search(value) or _REPEATED.search(value) or _RUN_UP.search(value):
+    """A stand-in, not a secret: a placeholder word or syntax, a run like `abcdef` (also interleaved:
+    `abc123def456`), a run of one to four characters repeated, or few distinct characters."""
+    if _marked(value) or _few(value):
         return True
-    distinct = len(set(value))
-    if distinct <= 3 or (distinct <= 8 and distinct * 6 <= len(value)):
-        return True
-    low = "".join(_ALNUM_RUN.findall(value)).lower()
+    low = "".join(engine.python(_ALNUM_RUN).findall(value[:64])).lower()
     steps = sum(1 for a, b in pairwise(low) if ord(b) - ord(a) in (1, -1))
     return len(low) >= 6 and steps * 5 >= (len(low) - 1) * 3
+
+
+def _few(value: str) -> bool:
+    """A run of one to four characters repeated, or few distinct characters."""
+    distinct = len(set(value))
+    few = distinct <= 3 or (distinct <= 8 and distinct * 6 <= len(value))
+    return few or engine.python(_REPEATED).search(value) is not None
 
 
 def _word_like(part: str) -> bool:
@@ -74,9 +85,9 @@ def _word_like(part: str) -> bool:
 
 def wordy(value: str) -> bool:
     """Made of words: an ordinary word, or an identifier or path whose letters are mostly words."""
-    if _WORD.fullmatch(value):
+    if engine.python(_WORD).fullmatch(value):
         return True
-    covered = sum(len(p) for p in _PARTS.findall(value) if _word_like(p))
+    covered = sum(len(p) for p in engine.python(_PARTS).findall(value) if _word_like(p))
     return covered * 5 >= len(value) * 3
 
 
@@ -86,21 +97,21 @@ def looks_random(value: str, min_len: int = 16) -> bool:
     alternating often, or, where they seldom do, no words."""
     if len(value) < min_len or "://" in value or placeholder(value):
         return False
-    if _UUID.search(value):
+    if engine.python(_UUID).search(value):
         return True
-    core = max(_ALNUM_RUN.findall(value), key=len, default="")
-    if len(core) < min(12, min_len) or placeholder(core):
+    core = max(engine.python(_ALNUM_RUN).findall(value), key=len, default="")
+    if len(core) < min(12, min_len) or (core != value and _few(core)):
         return False
     if core.isdigit():
         return len(core) >= 12 and entropy(core) >= 2.5
-    if _HEX.fullmatch(core):
+    if engine.python(_HEX).fullmatch(core):
         return len(core) >= 16 and entropy(core) >= 2.8
+    digits = sum(1 for a, b in pairwise(core) if a.isdigit() != b.isdigit())
     if entropy(core) < min(3.0, math.log2(len(core)) - 0.7):
         return False
-    digits = sum(1 for a, b in pairwise(core) if a.isdigit() != b.isdigit())
     if digits >= 3 and digits * 8 >= len(core):
         return True
-    if wordy(core) or wordy(value):
+    if wordy(core) or (core != value and wordy(value)):
         return False
     if digits:
         return True
@@ -112,12 +123,12 @@ def chosen_password(value: str, spaced: bool) -> bool:
     """A password a person chose: six characters or more, two kinds of character (lower case, an upper
     case letter after the first, digits, symbols), no placeholder, not a plain word, path or address.
     After a bare space (`password Hunter2`) a digit is needed too."""
-    if _PLACEHOLDER.search(value):
+    if _marked(value):
         return False
     value = value.rstrip(".,!?;:)")
     if len(value) < 6 or placeholder(value) or "://" in value or value.startswith(("/", "~/", "./", "-")):
         return False
-    if _WORD.fullmatch(value) or _REFERENCE.fullmatch(value) or _BRACKETED.search(value):
+    if engine.python(_WORD).fullmatch(value) or engine.python(_REFERENCE).fullmatch(value):
         return False
     digit = any(c.isdigit() for c in value)
     symbol = any(not c.isalnum() for c in value)
@@ -132,7 +143,7 @@ def assigned(name: str, value: str, spaced: bool) -> bool:
         return False
     if names.is_password_name(name) and chosen_password(value, spaced):
         return True
-    if _PLACEHOLDER.search(value):
+    if _marked(value):
         return False
     value = value.rstrip(".,!?;:)")
     if power == names.WEAK or spaced:
@@ -155,14 +166,14 @@ def userinfo(value: str) -> bool:
     """`user:password` or a user alone, as a URL writes it before `@`: the password (else the user) no placeholder."""
     user, _, password = value.partition(":")
     part = password or user
-    return bool(part.strip("*")) and not _PLACEHOLDER.search(part) and not _PLACEHOLDER.search(value)
+    return bool(part.strip("*")) and not _marked(part) and not _marked(value)
 
 
 def pair(value: str) -> bool:
     """`user:password` as a command line gives it (`curl -u`): a password that is no placeholder."""
     _, sep, password = value.strip("'\"").partition(":")
-    return (bool(sep and password) and password.strip("*") != "" and not _PLACEHOLDER.search(password)
-            and not _PLACEHOLDER.search(value) and not _BRACKETED.search(value))
+    return (bool(sep and password) and password.strip("*") != "" and not _marked(password)
+            and not _marked(value))
 
 
 def shape(value: str) -> bool:
@@ -171,8 +182,8 @@ def shape(value: str) -> bool:
     and letters mixed in case like random text."""
     if github_checksum(value):
         return True
-    core = max(_ALNUM_RUN.findall(value), key=len, default="")
-    if _PLACEHOLDER.search(value) or placeholder(core):
+    core = max(engine.python(_ALNUM_RUN).findall(value), key=len, default="")
+    if _marked(value) or placeholder(core):
         return False
     digits = sum(1 for a, b in pairwise(core) if a.isdigit() != b.isdigit())
     if digits >= 3 or not any(c.islower() for c in core):
@@ -202,6 +213,11 @@ def password_pair(value: str) -> bool:
     return chosen_password(password, False) or looks_random(password, 12)
 
 
+def random_text(value: str) -> bool:
+    """Random-looking, and more than digits or hexadecimal (which a path carries as revisions and ids)."""
+    return looks_random(value) and not value.isdigit() and engine.python(_HEX).fullmatch(value) is None
+
+
 def word(value: str) -> bool:
     """Anything but a placeholder or a plain word (a query parameter's or a path segment's value)."""
     return len(value) >= 6 and not placeholder(value) and not wordy(value)
@@ -210,9 +226,9 @@ def word(value: str) -> bool:
 CHECKS: dict[str, Callable[[str], bool]] = {
     "shape": shape,
     "random": looks_random,
-    "random_text": lambda value: looks_random(value) and not _HEX.fullmatch(value) and not value.isdigit(),
-    "pem": lambda value: re.search(r"[A-Za-z0-9+/]{32}", value) is not None,
-    "data": lambda value: len(value) >= 8 and not _PLACEHOLDER.search(value),
+    "random_text": random_text,
+    "pem": lambda value: engine.python(r"[A-Za-z0-9+/]{32}").search(value) is not None,
+    "data": lambda value: len(value) >= 8 and not _marked(value),
     "basic": basic_pair,
     "userinfo": userinfo,
     "pair": pair,

@@ -3,15 +3,17 @@ before a value in text ("api key is ...", "--token ...", "Passwort: ...").
 
 A name is split into lower-case words (snake, kebab, dotted, camel and spaced forms; a change of
 script also splits), trailing numbers dropped. It is STRONG when a word names a credential on its
-own, WEAK when it may (`key`, `auth`, `pw`: the value must then look like a secret), and NONE
-otherwise. A word followed by a word that makes it a description (`secret_name`, `password_file`,
+own, WEAK when it may (`key`, `auth`, `pw`, a provider's name: the value must then look like a
+secret), and NONE otherwise. A word followed by a word that makes it a description (`secret_name`, `password_file`,
 `token_url`) or preceded by one that makes it something else (`public_key`, `pad_token`,
 `primary_key`) names no credential.
 """
 
 from __future__ import annotations
 
-import re
+import functools
+
+from . import engine
 
 NONE, WEAK, STRONG = 0, 1, 2
 
@@ -20,7 +22,8 @@ ALWAYS: frozenset[str] = frozenset({
     "password", "passwords", "passwd", "passphrase", "passphrases", "pwd", "secret", "secrets", "credential",
     "credentials", "creds", "authorization", "cookie", "cookies", "apikey", "apikeys", "privatekey", "secretkey",
     "accesskey", "accesstoken", "authtoken", "apitoken", "refreshtoken", "sessiontoken", "bearertoken",
-    "clientsecret", "passwort", "passwörter", "kennwort", "kennwörter", "motdepasse", "contraseña", "contraseñas",
+    "clientsecret", "passwort", "passwörter", "passworter", "kennwort", "kennwörter", "kennworter", "motdepasse",
+    "contraseña", "contraseñas",
     "contrasena", "contrasenas", "senha", "senhas", "пароль", "пароли", "пароля", "секрет", "секреты",
 })
 # A word ending with one of these names a credential too ("dbpassword", "webhooksecret").
@@ -32,13 +35,14 @@ UNSPACED: tuple[str, ...] = ("密码", "密碼", "口令", "密钥", "密鑰", "
 # Words that name a credential as the last word of a name: "hf_token", "accessToken", not "token_budget".
 LAST: frozenset[str] = frozenset({"token", "токен"})
 # Words for "key": a credential after a qualifier ("api_key", "clave API"), maybe one alone ("key").
-KEY_WORDS: frozenset[str] = frozenset({"key", "keys", "schlüssel", "clave", "chave", "ключ", "clé", "cle", "キー",
-                                       "鍵"})
+KEY_WORDS: frozenset[str] = frozenset({"key", "keys", "schlüssel", "schlussel", "clave", "chave", "ключ", "clé",
+                                       "cle", "キー", "鍵"})
 KEY_QUALIFIERS: frozenset[str] = frozenset({
     "api", "private", "secret", "access", "account", "signing", "sign", "encryption", "decryption", "master",
     "session", "license", "licence", "client", "auth", "app", "application", "service", "storage", "subscription",
     "shared", "sas", "deploy", "ssh", "gpg", "pgp", "rsa", "ecdsa", "ed25519", "hmac", "jwt", "webhook", "admin",
-    "root", "consumer", "wallet", "secreta", "secreto", "secrète", "privada", "privado", "privée", "geheim",
+    "root", "consumer", "wallet", "secreta", "secreto", "secrète", "secrete", "privada", "privado", "privée",
+    "privee", "geheim",
     "geheimer", "privater", "секретный", "приватный",
 })
 # Words that may name a credential as the last word: the value decides.
@@ -83,20 +87,23 @@ NOT_AFTER: frozenset[str] = frozenset({
 })
 
 _PROVIDERS = frozenset(PROVIDERS)
-_SPLIT = re.compile(r"[\W_]+")
+_AFTER_KEY = frozenset({"api", "secreta", "secrète", "secrete"})  # "clave API", "clé secrète"
+_SPLIT = r"[\W_]+"
 _CJK = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CAMEL = re.compile(f"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z0-9])(?=[{_CJK}])"
-                    f"|(?<=[{_CJK}])(?=[A-Za-z0-9])")
+_CAMEL = (f"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z0-9])(?=[{_CJK}])"
+          f"|(?<=[{_CJK}])(?=[A-Za-z0-9])")
 
 
 def words(name: str) -> list[str]:
     """The lower-case words of a name, trailing numbers dropped ("api_token_2" -> ["api", "token"])."""
-    out = [w.lower() for part in _SPLIT.split(name) if part for w in _CAMEL.split(part) if w]
+    split, camel = engine.python(_SPLIT).split, engine.python(_CAMEL).split
+    out = [w.lower() for part in split(name) if part for w in camel(part) if w]
     while out and out[-1].isdigit():
         out.pop()
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def strength(name: str) -> int:
     """How surely `name` names a credential: STRONG, WEAK or NONE."""
     found = words(name)
@@ -110,8 +117,8 @@ def strength(name: str) -> int:
             continue
         if word in ALWAYS or word.endswith(SUFFIXES) or (i == last and word in LAST):
             return STRONG
-        if word in KEY_WORDS and (i == last or after in ("api", "secreta", "secrète")):
-            if before in KEY_QUALIFIERS or after in ("api", "secreta", "secrète"):
+        if word in KEY_WORDS and (i == last or after in _AFTER_KEY):
+            if before in KEY_QUALIFIERS or after in _AFTER_KEY:
                 return STRONG
             best = max(best, WEAK)
         elif (i == last and word in WEAK_LAST) or word in _PROVIDERS:
@@ -119,11 +126,7 @@ def strength(name: str) -> int:
     return best
 
 
-def is_credential_key_name(name: str) -> bool:
-    """Does this object key name a credential by itself ("password", "apiKey", "HF_TOKEN", "密码")?"""
-    return strength(name) == STRONG
-
-
+@functools.lru_cache(maxsize=4096)
 def is_password_name(name: str) -> bool:
     """Is it a password (a secret a person chose) rather than a token or key?"""
     found = words(name)

@@ -1,6 +1,6 @@
 """Providers' token formats: rule data for rules.py (kind, RE2 pattern, triggers, what, samples, check).
 
-A pattern without a group `v` is the token whole. `check` is "shape" unless said: no placeholder, a
+A pattern without a group `v` finds the token whole. `check` is "shape" unless said: no placeholder, a
 letters-only body mixed like random text, or a valid checksum (GitHub, npm). Samples are templates
 (rules.CLASSES).
 """
@@ -15,8 +15,7 @@ def _r(kind: str, pattern: str, triggers: tuple[str, ...], what: str, tps: tuple
     return kind, pattern, triggers, what, tps, fps, check, fold
 
 
-PROVIDER_RULES: tuple[ProviderRule, ...] = (
-    # Cloud providers
+CLOUD: tuple[ProviderRule, ...] = (  # cloud providers
     _r("aws_access_key_id",
        r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b",
        ("A3T", "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"),
@@ -28,7 +27,7 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("secret",), "an AWS secret access key assigned to its usual name (`aws_secret_access_key = ...`)",
        ("aws_secret_access_key = {bs40}", "SecretAccessKey: {bs40}"), ("aws_secret_access_key = {x40}",),
        "random", fold=True),
-    _r("aws_bedrock_api_key", r"\bABSK[A-Za-z0-9+/]{100,}={0,2}|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t",
+    _r("aws_bedrock_api_key", r"\b(?:ABSK[A-Za-z0-9+/]{100,}={0,2}|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t)",
        ("ABSK", "bedrock-api-key-"), "Amazon Bedrock API keys (long-lived `ABSK`, short-lived `bedrock-api-key-`)",
        ("ABSK{bs120}", "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t{bs40}"), ("ABSK{x100}",)),
     _r("google_api_key", r"\b(?P<v>AIza[0-9A-Za-z_-]{35})(?:[^0-9A-Za-z_-]|$)", ("AIza",), "Google API keys (`AIza`)",
@@ -82,7 +81,9 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("sha256~{us43}",), ("sha256:{hex64}",)),
     _r("harness_api_key", r"\b(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}", ("pat.", "sat."),
        "Harness API keys (`pat.`, `sat.`)", ("pat.{us22}.{an24}.{an20}",), ("pat.xxxxxxxxxxxxxxxxxxxxxx.y.z",)),
-    # Source hosting, CI and package registries
+)
+
+SOURCE: tuple[ProviderRule, ...] = (  # source hosting, CI and package registries
     _r("github_token", r"\bgh[pousr]_[A-Za-z0-9]{36}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
        "GitHub tokens: personal (`ghp_`), OAuth (`gho_`), user-to-server (`ghu_`), server-to-server (`ghs_`), "
        "refresh (`ghr_`)", ("ghp_{an36}", "GITHUB_TOKEN=gho_{an36}", "ghs_{an36}"), ("ghp_{x36}", "ghp_short")),
@@ -90,8 +91,8 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        "GitHub fine-grained personal access tokens (`github_pat_`)", ("github_pat_{an22}_{an59}",),
        ("github_pat_{x22}_{x59}",)),
     _r("gitlab_token",
-       r"\bgl(?:pat|dt|rt|ptt|ft|imt|agent|oas|soat|ffct|cbt)-[0-9A-Za-z_-]{20,}(?:\.[0-9a-z]{9})?"
-       r"|\bglcbt-[0-9A-Za-z]{1,5}_[0-9A-Za-z_-]{20}",
+       r"\bgl(?:(?:pat|dt|rt|ptt|ft|imt|agent|oas|soat|ffct|cbt)-[0-9A-Za-z_-]{20,}(?:\.[0-9a-z]{9})?"
+       r"|cbt-[0-9A-Za-z]{1,5}_[0-9A-Za-z_-]{20})",
        ("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glimt-", "glagent-", "gloas-", "glsoat-", "glffct-",
         "glcbt-"),
        "GitLab tokens: personal (`glpat-`), deploy, runner, pipeline trigger, feed, incoming mail, agent, OAuth "
@@ -128,7 +129,9 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("duffel_test_{us43}",), ("duffel_test_{x43}",)),
     _r("settlemint_token", r"\bsm_(?:aat|pat|sat)_[A-Za-z0-9]{16}\b", ("sm_aat_", "sm_pat_", "sm_sat_"),
        "SettleMint access tokens", ("sm_pat_{an16}",), ("sm_pat_{x16}",)),
-    # AI and ML providers
+)
+
+AI: tuple[ProviderRule, ...] = (  # AI and ML providers
     _r("openai_style_key", r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}", ("sk-",),
        "OpenAI keys (`sk-`, `sk-proj-`, `sk-svcacct-`, `sk-admin-`) and other `sk-` keys of that shape",
        ("sk-proj-{us74}T3BlbkFJ{us74}", "sk-{an20}T3BlbkFJ{an20}", "OPENAI_API_KEY=sk-{an48}"),
@@ -155,11 +158,13 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
     _r("privateai_api_key", r"(?i:private[_-]?ai)[A-Za-z0-9_.-]{0,20}[\"']?[ \t]{0,8}[:=,][ \t]{0,8}[\"']?"
        r"(?P<v>[a-z0-9]{32})\b", ("privateai", "private_ai", "private-ai"), "Private AI API keys",
        ("PRIVATE_AI_API_KEY={al32}",), ("private_ai_key={x32}",), "random", fold=True),
-    # Chat, mail, payments, observability, SaaS
+)
+
+SAAS: tuple[ProviderRule, ...] = (  # chat, mail, payments, observability and other services
     _r("slack_token",
-       r"\bxox(?:b-[0-9]{8,14}-[A-Za-z0-9-]{18,}|[pe](?:-[0-9]{10,13}){3}-[A-Za-z0-9-]{28,34}"
-       r"|[ar]-(?:[0-9]-)?[0-9A-Za-z-]{8,}|[os]-[0-9]+-[0-9]+-[0-9]+-[A-Fa-f0-9]+|e\.xox[bp]-[0-9]-[A-Za-z0-9]{163,166}"
-       r"|e-[0-9]-[A-Za-z0-9]{146})|\bxapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+", ("xox", "xapp-"),
+       r"\b(?:xox(?:b-[0-9]{8,14}-[A-Za-z0-9-]{18,}|[pe](?:-[0-9]{10,13}){3}-[A-Za-z0-9-]{28,34}"
+       r"|[ar]-(?:[0-9]-)?[0-9A-Za-z-]{8,}|[os]-[0-9]+-[0-9]+-[0-9]+-[A-Fa-f0-9]+|e\.xox[bp]-[0-9]-[A-Za-z0-9]{163,}"
+       r"|e-[0-9]-[A-Za-z0-9]{146})|xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+)", ("xox", "xapp-"),
        "Slack bot, user, app, workspace, configuration and legacy tokens (`xoxb-`, `xoxp-`, `xapp-` ...)",
        ("xoxb-{d12}-{d13}-{an24}", "xoxp-{d11}-{d10}-{d11}-{hex32}", "xapp-1-A{AU10}-{d13}-{hex64}"),
        ("xoxb-xxxxxxxxx-xxxxxxxxxx-xxxxxxxxxxxx", "xoxb-xxx", "xoxb-xoxb-my-bot-token")),
@@ -182,7 +187,7 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("sk_test_{x24}",)),
     _r("stripe_key", r"\bwhsec_[A-Za-z0-9]{24,}", ("whsec_",), "Stripe webhook signing secrets (`whsec_`)",
        ("whsec_{an32}",), ("whsec_{x32}",)),
-    _r("square_token", r"\b(?:EAAA|sq0atp-)[A-Za-z0-9_-]{22,60}\b|\bsq0csp-[A-Za-z0-9_-]{43}\b",
+    _r("square_token", r"\b(?:(?:EAAA|sq0atp-)[A-Za-z0-9_-]{22,60}|sq0csp-[A-Za-z0-9_-]{43})\b",
        ("EAAA", "sq0atp-", "sq0csp-"), "Square access tokens and OAuth secrets", ("EAAA{us60}", "sq0csp-{us43}"),
        ("EAAA{x60}",)),
     _r("braintree_token", r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}", ("access_token$",),
@@ -196,14 +201,14 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("SG.{us22}.{us43}",), ("SG.xxxxxxxxxxxxxxxxxxxxxx.xxxxxxxxxxxxxxxxxxxxxx",)),
     _r("sendinblue_api_key", r"\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", ("xkeysib-",), "Brevo (Sendinblue) API keys",
        ("xkeysib-{hex64}-{an16}",), ("xkeysib-{x64}-{x16}",)),
-    _r("mailgun_api_key", r"(?i:mailgun)[^\x00\n]{0,60}?\b(?P<v>(?:key|pubkey)-[0-9a-f]{32}|[a-h0-9]{32}-[a-h0-9]{8}"
+    _r("mailgun_api_key", r"(?i:mailgun)[^\x00\n]*?\b(?P<v>(?:key|pubkey)-[0-9a-f]{32}|[a-h0-9]{32}-[a-h0-9]{8}"
        r"-[a-h0-9]{8})\b", ("mailgun",), "Mailgun API, public and signing keys near the word Mailgun",
        ("MAILGUN_API_KEY=key-{hex32}",), ("mailgun key-{x32}",), fold=True),
-    _r("mailchimp_api_key", r"\b(?P<v>[0-9a-f]{32}-us[0-9]{1,2})\b", ("-us",), "Mailchimp API keys (`...-us12`)",
+    _r("mailchimp_api_key", r"\b[0-9a-f]{32}-us[0-9]{1,2}\b", ("-us",), "Mailchimp API keys (`...-us12`)",
        ("mailchimp api key: {hex32}-us12",), ("{x32}-us12",)),
     _r("new_relic_key", r"\bNR(?:AK|II|JS)-[A-Za-z0-9-]{19,32}", ("NRAK-", "NRII-", "NRJS-"),
        "New Relic user, insert and browser keys", ("NRAK-{AU27}", "NRJS-{hex19}"), ("NRAK-{x27}",)),
-    _r("sentry_token", r"\bsntryu_[a-f0-9]{64}\b|\bsntrys_eyJ[A-Za-z0-9+/=_]{40,}", ("sntrys_", "sntryu_"),
+    _r("sentry_token", r"\bsntry(?:u_[a-f0-9]{64}\b|s_eyJ[A-Za-z0-9+/=_]{40,})", ("sntrys_", "sntryu_"),
        "Sentry organisation and user auth tokens", ("sntryu_{hex64}", "sntrys_eyJpYXQiO{bs80}_{bs43}"),
        ("sntryu_{x64}",)),
     _r("grafana_token",
@@ -234,14 +239,13 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("shippo_live_{hex40}",), ("shippo_live_{x40}",)),
     _r("adobe_client_secret", r"\bp8e-[A-Za-z0-9]{32}\b", ("p8e-",), "Adobe client secrets (`p8e-`)",
        ("p8e-{an32}",), ("p8e-{x32}",)),
-    _r("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ("AGE-SECRET-KEY-1",),
-       "age encryption secret keys", ("AGE-SECRET-KEY-1{BECH58}",), ("AGE-SECRET-KEY-1QQQQ",)),
+
     _r("airtable_token", r"\bpat[A-Za-z0-9]{14}\.[a-f0-9]{64}\b", ("pat",), "Airtable personal access tokens",
        ("pat{an14}.{hex64}",), ("pattern.{x64}",)),
     _r("authress_key", r"\b(?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}"
-       r"\.[A-Za-z0-9+/_=-]{30,120}", (".acc_", ".acc-"), "Authress service client access keys",
+       r"\.[A-Za-z0-9+/_=-]{30,}", (".acc_", ".acc-"), "Authress service client access keys",
        ("sc_{al20}.{al5}.acc_{al20}.{us60}",), ("sc_x.y.acc_z",)),
-    _r("facebook_token", r"\bEAA[MC][A-Za-z0-9]{100,}|\b[0-9]{15,16}(?:\||%7[Cc])[0-9A-Za-z_-]{27,40}\b",
+    _r("facebook_token", r"\b(?:EAA[MC][A-Za-z0-9]{100,}|[0-9]{15,16}(?:\||%7[Cc])[0-9A-Za-z_-]{27,40}\b)",
        ("EAAM", "EAAC", "|", "%7C", "%7c"), "Facebook page and app access tokens",
        ("EAAM{an120}", "{d15}|{us30}"), ("EAAM{x100}",)),
     _r("flutterwave_key", r"\bFLW(?:SECK|PUBK)_TEST-[a-hA-H0-9]{12,32}(?:-X)?", ("FLWSECK_TEST", "FLWPUBK_TEST"),
@@ -250,25 +254,37 @@ PROVIDER_RULES: tuple[ProviderRule, ...] = (
        ("s-s4t2ud-{hex64}",), ("s-s4t2ud-{x64}",)),
     _r("maxmind_license_key", r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b", ("_mmk",), "MaxMind license keys (`_mmk`)",
        ("{an6}_{an29}_mmk",), ("{x6}_{x29}_mmk",)),
+
+
+    _r("twitter_bearer_token", r"\bA{22}(?P<v>[A-Za-z0-9%]{80,})", ("AAAAAAAAAAAAAAAAAAAAAA",),
+       "Twitter (X) app bearer tokens (22 `A`s and the token)", ("AAAAAAAAAAAAAAAAAAAAAA{an90}",),
+       ("AAAAAAAAAAAAAAAAAAAAAA{x90}",)),
+)
+
+FILES: tuple[ProviderRule, ...] = (  # key and configuration files
+    _r("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ("AGE-SECRET-KEY-1",),
+       "age encryption secret keys", ("AGE-SECRET-KEY-1{BECH58}",), ("AGE-SECRET-KEY-1QQQQ",)),
     _r("kubernetes_secret",
-       r"(?i:kind:)[ \t]*[\"']?(?i:secret)[\"']?\s[^\x00]{0,300}?\bdata:\s+[A-Za-z0-9_.-]+:[ \t]*"
+       r"(?i:kind:)[ \t]*[\"']?(?i:secret)[\"']?\s[^\x00]*?\bdata:\s+[A-Za-z0-9_.-]+:[ \t]*"
        r"(?:[|>][-+]?\s+)?[\"']?(?P<v>[A-Za-z0-9+/]{8,}={0,3})", ("data:",),
        "a Kubernetes Secret manifest with base64 data",
        ("kind: Secret\nmetadata:\n  name: db\ndata:\n  password: {bs24}==",),
        ("kind: ConfigMap\ndata:\n  mode: fast",), "data", fold=True),
     _r("kubernetes_secret",
-       r"\bdata:\s+[A-Za-z0-9_.-]+:[ \t]*(?:[|>][-+]?\s+)?[\"']?(?P<v>[A-Za-z0-9+/]{8,}={0,3})[^\x00]{0,300}?"
+       r"\bdata:\s+[A-Za-z0-9_.-]+:[ \t]*(?:[|>][-+]?\s+)?[\"']?(?P<v>[A-Za-z0-9+/]{8,}={0,3})[^\x00]*?"
        r"(?i:kind:)[ \t]*"
        r"[\"']?(?i:secret)\b", ("data:",), "the same with `kind: Secret` after the data",
        ("data:\n  token: {bs32}\nkind: Secret",), ("data:\n  mode: fast\nkind: ConfigMap",), "data", fold=True),
-    _r("twitter_bearer_token", r"\bA{22}(?P<v>[A-Za-z0-9%]{80,110})", ("AAAAAAAAAAAAAAAAAAAAAA",),
-       "Twitter (X) app bearer tokens (22 `A`s and the token)", ("AAAAAAAAAAAAAAAAAAAAAA{an90}",),
-       ("AAAAAAAAAAAAAAAAAAAAAA{x90}",)),
-    _r("sidekiq_secret", r"(?i:BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM)[^\x00]{0,40}?\b"
+    _r("sidekiq_secret", r"(?i:BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM)[^\x00\n]*?\b"
        r"(?P<v>[a-f0-9]{8}:[a-f0-9]{8})\b", ("__contribsys__com",), "Sidekiq Enterprise and Pro credentials",
        ("BUNDLE_ENTERPRISE__CONTRIBSYS__COM={hex8}:{hex8}",), ("BUNDLE_GEMS__CONTRIBSYS__COM=${SIDEKIQ_CREDS}",),
        "any", fold=True),
     _r("nuget_password", r"(?i:<add key=\"(?:ClearText)?Password\"\s*value=\")(?P<v>[^\"\x00]{8,})\"",
        ("<add key=",), "NuGet config passwords", ('<add key="ClearTextPassword" value="{an16}" />',),
        ('<add key="ClearTextPassword" value="%NUGET_PASSWORD%" />',), "data", fold=True),
+)
+
+PROVIDER_FAMILIES: tuple[tuple[str, tuple[ProviderRule, ...]], ...] = (
+    ("Cloud providers", CLOUD), ("Source hosting, CI and package registries", SOURCE), ("AI and ML providers", AI),
+    ("Chat, mail, payments, observability and other services", SAAS), ("Key and configuration files", FILES),
 )

@@ -2,19 +2,20 @@
 
 The pipeline, top to bottom:
 
-1. Strings. Every object key and every string value, in document order, with where it stands
-   (an explicit stack: the document may nest deeply). Keys come first in the text searched, so the
-   rules that read keys alone search that part only.
-2. Normalise. The strings are joined by NUL (no pattern matches NUL, so no match spans two strings)
-   and made into the text the rules read: invisible and format characters dropped (chars.py), then
-   NFKC (the standard library's unicodedata) wherever a character NFKC could change stands
-   (full-width letters, ligatures, math letters, decomposed accents ...). Common wide punctuation is
-   replaced directly. Combining marks past the 30th of a run are dropped first: CPython reorders
-   marks with an insertion sort, quadratic in a run's length, and marks never make a token.
-3. Triggers. One RE2-set pass over that text finds which rules' trigger literals occur.
+1. Strings. Every object key and every string value (an explicit stack: the document may nest
+   deeply). Keys come first in the text searched, so that the rule reading keys alone searches that
+   part only. Where each string stands is worked out only when something is found.
+2. Text. The strings are joined by NUL (no pattern matches NUL, so no match spans two strings) and
+   encoded as UTF-8.
+3. Triggers. One RE2-set pass finds which rules' trigger literals occur, and whether the text holds a
+   character NFKC could change. If it does, the text is normalised and the pass repeated: invisible
+   and format characters dropped, combining marks right after an ASCII letter or digit dropped,
+   runs of combining marks cut at 30 (CPython reorders marks with an insertion sort, quadratic in a
+   run's length; marks never make a token), NFKC with the standard library's unicodedata. Common
+   wide punctuation is replaced directly; NFKC runs on windows around the other characters.
 4. Candidates. Each triggered rule's own pattern finds candidates; the rule's check confirms each
    (checks.py: placeholders, checksums, randomness, a credential's name and a value).
-5. Findings. A JSON pointer (keys masked unless plain and harmless) and the kind, in document order.
+5. Findings. A JSON pointer (a key masked unless plain and harmless) and the kind, in document order.
 
 Every step is linear in the input, and the verdict never depends on how long a step took.
 """
@@ -25,22 +26,20 @@ import functools
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
-
-from . import chars, checks, names
-from .rules import RULES, Rule
+from . import chars, checks, engine, names
+from .rules import RULES
 
 LIMIT = 20
 POINTER_MAX = 200
 MAX_MARKS = 30  # combining marks kept in a run
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_IDENT_TAIL = re.compile(r"[\w.$@-]*\Z")
-_WORD = re.compile(r"[\w.-]+")
+_PLAIN_KEY = r"[A-Za-z0-9_.-]{1,64}"
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_WORD = r"[\w.-]+"
 _LOOK_BACK = 48  # bytes before a name read for the words that belong to it ("the api" of "the api key is")
 
 
@@ -59,47 +58,63 @@ class Finding:
 # ---------------------------------------------------------------------------- 1. strings
 
 Path = tuple[str | int, ...]
+Order = tuple[tuple[int, int], ...]  # sorts in document order: (position in its container, 0 key / 1 value)
 
 
-class _Strings:
-    """A document's keys and string values in document order: `keys[i]` stands at `key_at[i]` (the
-    object's path, the key, the index of its value in `values` or -1, the document order), `values[j]`
-    at `value_at[j]` (the container's path, the key or index or None for the document itself, the
-    document order)."""
-
-    def __init__(self, document: Any) -> None:
-        self.keys: list[str] = []
-        self.key_at: list[tuple[Path, str, int, int]] = []
-        self.values: list[str] = []
-        self.value_at: list[tuple[Path, str | int | None, int]] = []
-        if isinstance(document, str):
-            self.values.append(document)
-            self.value_at.append(((), None, 0))
-            return
-        order = 0
-        stack: list[tuple[Path, Iterator[tuple[str | int, Any]]]] = [((), _items(document))]
-        while stack:
-            path, items = stack[-1]
-            for token, value in items:
-                if isinstance(token, str):
-                    self.keys.append(token)
-                    self.key_at.append((path, token, len(self.values) if isinstance(value, str) else -1, order))
-                    order += 1
-                if isinstance(value, str):
-                    self.values.append(value)
-                    self.value_at.append((path, token, order))
-                    order += 1
-                elif isinstance(value, dict | list):
-                    stack.append(((*path, token), _items(value)))
-                    break
-            else:
-                stack.pop()
+def _texts(document: Any) -> tuple[list[str], list[str]]:
+    """Every key and every string value of the document (an explicit stack: it may nest deeply). The
+    order is `_places`'s; where each stands is worked out only when something is found."""
+    if isinstance(document, str):
+        return [], [document]
+    keys: list[str] = []
+    values: list[str] = []
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            keys.extend(node)
+            node = node.values()
+        for value in node:
+            kind = type(value)
+            if kind is str:
+                values.append(value)
+            elif kind is dict or kind is list:
+                stack.append(value)
+    return keys, values
 
 
-def _items(container: Any) -> Iterator[tuple[str | int, Any]]:
-    if isinstance(container, dict):
-        return iter(container.items())
-    return enumerate(container) if isinstance(container, list) else iter(())
+@dataclass
+class _Places:
+    """Where `_texts`'s keys and values stand: for key i its member's path, its document order and the
+    index of its value among the values (-1: not a string); for value j its path and document order."""
+
+    keys: list[tuple[Path, Order, int]]
+    values: list[tuple[Path, Order]]
+
+
+def _places(document: Any) -> _Places:
+    if isinstance(document, str):
+        return _Places([], [((), ())])
+    keys: list[tuple[Path, Order, int]] = []
+    values: list[tuple[Path, Order]] = []
+    stack: list[tuple[Path, Order, Any]] = [((), (), document)]
+    while stack:
+        path, order, node = stack.pop()
+        first = len(keys)
+        if type(node) is dict:
+            keys.extend(((*path, key), (*order, (n, 0)), -1) for n, key in enumerate(node))
+            members: Iterable[tuple[str | int, Any]] = node.items()
+        else:
+            members = enumerate(node) if type(node) is list else ()
+        for n, (token, value) in enumerate(members):
+            kind = type(value)
+            if kind is str:
+                if type(node) is dict:
+                    keys[first + n] = (*keys[first + n][:2], len(values))
+                values.append(((*path, token), (*order, (n, 1))))
+            elif kind is dict or kind is list:
+                stack.append(((*path, token), (*order, (n, 1)), value))
+    return _Places(keys, values)
 
 
 # ---------------------------------------------------------------------------- 2. normalise
@@ -108,59 +123,64 @@ def _ranges_class(ranges: Iterable[tuple[int, int]]) -> str:
     return "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges)
 
 
-def _re2(pattern: str) -> Any:
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    return re2.compile(pattern, options)
+def _python_class(ranges: Iterable[tuple[int, int]]) -> str:
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
 
 
-@functools.cache
-def _unstable() -> Any:
-    """A character NFKC may change, with the one before it (NFKC may join them)."""
-    return _re2(f"[^\\x00]?[{_ranges_class(chars.UNSTABLE_RANGES)}]+")
-
-
-@functools.cache
-def _long_mark_run() -> Any:
-    return _re2(f"[\\p{{M}}\\x{{ff9e}}\\x{{ff9f}}]{{{MAX_MARKS + 1},}}")
-
-
-_INVISIBLE = re.compile("[" + "".join(
-    chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in chars.INVISIBLE_RANGES) + "]+")
+_UNSTABLE = f"[{_ranges_class(chars.UNSTABLE_RANGES)}]"  # a character NFKC may change or join
+_WINDOW = f"[^\\x00]?{_UNSTABLE}+"  # such characters with the one before them
+_INVISIBLE = f"[{_ranges_class(chars.INVISIBLE_RANGES)}]"
+_INVISIBLE_RUN = f"[{_python_class(chars.INVISIBLE_RANGES)}]+"  # for `re`
+_LONG_MARK_RUN = f"[\\p{{M}}\\x{{ff9e}}\\x{{ff9f}}]{{{MAX_MARKS + 1},}}"
+# Combining marks right after an ASCII letter or digit, as two `re` patterns (`re` is fast on a class of
+# BMP characters alone): those of the BMP, and those beyond it.
+_MARKS_AFTER_ASCII = tuple(
+    f"(?<=[A-Za-z0-9])[{_python_class((a, b) for a, b in chars.MARK_RANGES if (a > 0xFFFF) == wide)}]+"
+    for wide in (False, True))
 _WINDOW_COST = 256  # characters of whole-text NFKC that cost about as much as normalising one window
 
 
-def _nfkc(text: str) -> str:
-    """Invisible characters dropped, runs of combining marks cut at MAX_MARKS, NFKC."""
-    text = _INVISIBLE.sub("", text)
+def _visible(text: str) -> str:
+    """The text without its invisible characters (looked for with RE2 first: much faster than `re`)."""
     data = text.encode("utf-8", "surrogatepass")
-    runs = [m.span() for m in _long_mark_run().finditer(data)]
-    if runs:
-        data = b"".join(_cut_runs(data, runs))
-        text = data.decode("utf-8", "surrogatepass")
-    text = unicodedata.normalize("NFKC", text)
-    return text if text.isascii() else _INVISIBLE.sub("", text)
+    return engine.python(_INVISIBLE_RUN).sub("", text) if engine.found(engine.compiled(_INVISIBLE), data) else text
 
 
-def _cut_runs(data: bytes, runs: list[tuple[int, int]]) -> Iterator[bytes]:
-    done = 0
-    for start, end in runs:
-        run = data[start:end].decode("utf-8", "surrogatepass")
-        yield data[done:start]
-        yield run[:MAX_MARKS].encode("utf-8", "surrogatepass")
+def _nfkc(text: str) -> str:
+    """Invisible characters dropped, combining marks right after an ASCII letter or digit dropped (no
+    token holds one: an accent on a token's letter must not hide the token), runs of combining marks
+    cut at MAX_MARKS, NFKC."""
+    text = engine.python(_MARKS_AFTER_ASCII[0]).sub("", _visible(text))
+    if max(text, default="") > "\uffff":
+        text = engine.python(_MARKS_AFTER_ASCII[1]).sub("", text)
+    data = text.encode("utf-8", "surrogatepass")
+    pieces, done = [], 0
+    for start, end in engine.spans(engine.compiled(_LONG_MARK_RUN), data):
+        pieces.append(data[done:start])
+        pieces.append(data[start:end].decode("utf-8", "surrogatepass")[:MAX_MARKS].encode("utf-8", "surrogatepass"))
         done = end
-    yield data[done:]
+    if pieces:
+        pieces.append(data[done:])
+        text = b"".join(pieces).decode("utf-8", "surrogatepass")
+    text = unicodedata.normalize("NFKC", text)
+    return text if text.isascii() else _visible(text)
 
 
-def normalise(texts: list[str]) -> bytes:
-    """The texts as the rules read them, as UTF-8 joined by NUL (each text's own NULs dropped).
-
-    Text holding no character NFKC could change is its own NFKC form; otherwise each window (such
-    a run with the character before it) is normalised in place, or, where windows are dense, the
-    whole text at once: the result is the same, the cost the lower."""
+def _join(texts: list[str]) -> str:
+    """The texts joined by NUL, each text's own NULs dropped."""
     joined = "\x00".join(texts)
     if joined.count("\x00") != len(texts) - 1:
         joined = "\x00".join(t.replace("\x00", "") for t in texts)
+    return joined
+
+
+def _normal(joined: str) -> bytes:
+    """NUL-joined text as the rules read it, in UTF-8.
+
+    Wide punctuation is replaced directly. Text holding no other character NFKC could change is
+    then its own NFKC form; otherwise each window (a run of such characters with the one before it)
+    is normalised in place, or, where windows are dense, the whole text at once: the result is the
+    same, the cost the lower."""
     if joined.isascii():
         return joined.encode("ascii")
     for wide, narrow in chars.WIDE_PUNCTUATION:
@@ -169,8 +189,8 @@ def normalise(texts: list[str]) -> bytes:
     data = joined.encode("utf-8", "surrogatepass")
     most = 64 + len(joined) // _WINDOW_COST
     windows: list[tuple[int, int]] = []
-    for match in _unstable().finditer(data):
-        windows.append(match.span())
+    for window in engine.spans(engine.compiled(_WINDOW), data):
+        windows.append(window)
         if len(windows) > most:
             return _nfkc(joined).encode("utf-8", "surrogatepass")
     if not windows:
@@ -184,6 +204,11 @@ def normalise(texts: list[str]) -> bytes:
     return b"".join(out)
 
 
+def normalise(texts: list[str]) -> bytes:
+    """The texts as the rules read them, as UTF-8 joined by NUL (each text's own NULs dropped)."""
+    return _normal(_join(texts))
+
+
 @functools.lru_cache(maxsize=4096)
 def _nfkc_window(window: bytes) -> bytes:
     return _nfkc(window.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass")
@@ -193,61 +218,64 @@ def _nfkc_window(window: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class _Compiled:
-    triggers: Any  # an RE2 set of every rule's triggers
-    rules_of: tuple[tuple[int, ...], ...]  # trigger index -> indexes in RULES
+    triggers: Any  # an RE2 set: every rule's triggers, the wide punctuation, the unstable characters
+    rules_of: tuple[tuple[int, ...], ...]  # set index -> indexes in RULES
+    wide: int  # the set index of the wide punctuation
+    unstable: int  # the set index of the other characters NFKC may change
+
+
+def _spelt(trigger: str) -> str:
+    """A trigger as a pattern that also matches it with wide punctuation where it has ASCII punctuation
+    (`:A` in `123：AA...`), so that text not yet normalised shows every trigger its NFKC form holds."""
+    out = []
+    for c in trigger:
+        wide = [w for w, narrow in chars.WIDE_PUNCTUATION if narrow == c]
+        out.append("(?:" + "|".join([engine.literal(c), *wide]) + ")" if wide else engine.literal(c))
+    return "".join(out)
 
 
 @functools.cache
 def _compiled() -> _Compiled:
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    options.never_capture = True
-    triggers = re2.Set.SearchSet(options)
     index: dict[str, list[int]] = {}
     for i, rule in enumerate(RULES):
         for trigger in rule.triggers:
-            index.setdefault(("(?i)" if rule.fold else "") + re2.escape(trigger), []).append(i)
-    for pattern in index:
-        triggers.Add(pattern)
-    triggers.Compile()
-    return _Compiled(triggers, tuple(tuple(v) for v in index.values()))
+            pattern = trigger if rule.pattern_triggers else _spelt(trigger)
+            index.setdefault(("(?i)" if rule.fold else "") + pattern, []).append(i)
+    index["[" + "".join(w for w, _ in chars.WIDE_PUNCTUATION) + "]"] = []
+    index[_UNSTABLE] = []
+    return _Compiled(engine.trigger_set(list(index)), tuple(tuple(v) for v in index.values()), len(index) - 2,
+                     len(index) - 1)
+
+
+def _prepare(texts: list[str]) -> tuple[bytes, list[int]]:
+    """`normalise(texts)` and the indexes in RULES of the rules whose triggers occur in it, in RULES
+    order. One set pass over the text as given tells whether it needs normalising at all: not where it
+    holds no character NFKC could change, nor where it holds only wide punctuation and no trigger."""
+    joined = _join(texts)
+    data = joined.encode("utf-8", "surrogatepass")
+    compiled = _compiled()
+    hits = compiled.triggers.Match(data) or []
+    if not joined.isascii() and (compiled.unstable in hits or (
+            compiled.wide in hits and any(compiled.rules_of[hit] for hit in hits))):
+        data = _normal(joined)
+        hits = compiled.triggers.Match(data) or []
+    return data, sorted({i for hit in hits for i in compiled.rules_of[hit]})
+
+
+def _finder(i: int) -> Any:
+    """A rule's pattern compiled to find whole matches (no groups: RE2's automaton alone), a leading
+    `\\b` left to the caller (RE2 jumps from one occurrence of the literal that follows to the next)."""
+    return engine.compiled(RULES[i].pattern.removeprefix("\\b"))
 
 
 @functools.cache
-def _pattern(i: int) -> tuple[Any, int]:
-    """A rule's compiled pattern and the number of its group `v`."""
-    compiled = _re2(RULES[i].pattern)
-    return compiled, compiled.groupindex.get("v", 0)
-
-
-def _triggered(data: bytes) -> list[int]:
-    """The indexes in RULES of the rules whose triggers occur in `data`, in RULES order."""
-    compiled = _compiled()
-    hits = compiled.triggers.Match(data)
-    return sorted({i for hit in hits for i in compiled.rules_of[hit]}) if hits else []
+def _parser(i: int) -> re.Pattern[str] | None:
+    """For a rule whose secret is part of its match (group `v`), the pattern that splits a match."""
+    rule = RULES[i]
+    return re.compile(rule.parse or rule.pattern) if "(?P<" in rule.pattern else None
 
 
 # ---------------------------------------------------------------------------- 4. candidates
-
-def _confirmed(rule: Rule, match: Any, data: bytes, begin: int) -> bool:
-    """Does the rule's check confirm this match? `begin`: where the match's string starts."""
-    value = match.group("v").decode("utf-8", "replace")
-    if rule.check != "assigned":
-        return checks.CHECKS[rule.check](value)
-    start = match.start()
-    before = data[max(begin, start - _LOOK_BACK):start].decode("utf-8", "ignore").split("\n")[-1]
-    operator = match.group("o").decode("utf-8", "replace").strip(" \t\"'`")
-    if operator.startswith(">") and (not _IDENT_TAIL.sub("", before).endswith("<")
-                                     or not data[match.end():match.end() + 64].lstrip().startswith(b"</")):
-        return False  # `<name>value</name>` only
-    ident = _IDENT_TAIL.search(before).group()  # type: ignore[union-attr]  # matches the empty string
-    prose = before[:len(before) - len(ident)]
-    words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
-    while words and not _WORD.fullmatch(words[0]):
-        words.pop(0)
-    name = " ".join([*words, ident + match.group("n").decode("utf-8", "replace")])
-    return checks.assigned(name, value, spaced=operator == "")
-
 
 class _Text:
     """Normalised strings joined by NUL, and where each starts (computed when first needed)."""
@@ -267,29 +295,74 @@ class _Text:
         return self._starts[index]
 
 
+def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """Where the secret of rule `i`'s match `data[start:end]` is, if the rule's check confirms it."""
+    rule, parser, text = RULES[i], _parser(i), data[start:end].decode("utf-8", "replace")
+    if parser is None:
+        return (start, end) if checks.CHECKS[rule.check](text) else None
+    match = parser.fullmatch(text)
+    if match is None:  # the engines read this match differently: take it whole
+        return (start, end) if rule.check != "assigned" and checks.CHECKS[rule.check](text) else None
+    group = "w" if rule.check == "assigned" and match.group("v") is None else "v"
+    value = match.group(group)
+    where = start + len(text[:match.start(group)].encode()), start + len(text[:match.end(group)].encode())
+    if rule.check != "assigned":
+        return where if checks.CHECKS[rule.check](value) else None
+    reach = max(0, start - _LOOK_BACK)
+    before = data[data.rfind(b"\x00", reach, start) + 1 or reach:start]
+    before_text = before.decode("utf-8", "ignore").split("\n")[-1]
+    operator = (match.group("o") or match.group("p")).strip(" \t\"'`")
+    cut = len(before_text)  # where the name's own characters before the match begin ("my_" of "my_password")
+    while cut and (before_text[cut - 1].isalnum() or before_text[cut - 1] in "_.$@-"):
+        cut -= 1
+    ident, prose = before_text[cut:], before_text[:cut]
+    if operator.startswith(">") and (not prose.endswith("<") or not data[end:end + 64].lstrip().startswith(b"</")):
+        return None  # `<name>value</name>` only
+    words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
+    while words and not engine.python(_WORD).fullmatch(words[0]):
+        words.pop(0)
+    name = ident + match.group("n")
+    if words and names.strength(name) != names.STRONG:  # "the api key is", "public key:"
+        name = " ".join([*words, name])
+    return where if checks.assigned(name, value, spaced=operator == "") else None
+
+
 def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
              on_key_name: Callable[[int], str | None]) -> dict[tuple[int, str], None]:
     """(string index, kind) for every confirmed candidate, at most `limit` per rule (the first ones in
-    document order, which are all a report of `limit` findings can show)."""
+    document order, which are all a report of `limit` findings can show). A string that has a kind
+    already is not searched again for it. Equal candidates (with what stands around them) are
+    checked once."""
     found: dict[tuple[int, str], None] = {}
+    verdicts: dict[tuple[int, int, bytes], bool] = {}
+    data = text.data
     for i in rules:
-        rule = RULES[i]
-        count = 0
-        stop = end_of_keys if rule.keys_only else len(text.data)
-        compiled, v = _pattern(i)
-        for match in compiled.finditer(text.data, 0, stop):
-            index = text.string_at(match.start(v) if rule.check != "key_name" else match.end() - 1)
-            if rule.check == "key_name":
-                kind = on_key_name(index)
-                if kind is None:
+        rule, finder = RULES[i], _finder(i)
+        bounded = rule.pattern.startswith("\\b")  # left to here by _finder
+        context = _LOOK_BACK if rule.check == "assigned" else 0  # what a verdict depends on around a match
+        stop = end_of_keys if rule.keys_only else len(data)
+        count = pos = 0
+        while count < limit and pos < stop:
+            for start, end in engine.spans(finder, data, pos, stop):
+                if bounded and start and data[start - 1] in _WORD_BYTES:
+                    continue
+                if not rule.keys_only:
+                    back = max(0, start - context)
+                    key = (i, start - back, data[back:end + (64 if context else 0)])
+                    verdict = verdicts.get(key)
+                    if verdict is None:
+                        verdict = verdicts[key] = _secret(i, data, start, end) is not None
+                    if not verdict:
+                        continue
+                index = text.string_at(end - 1)
+                kind = on_key_name(index) if rule.keys_only else rule.kind
+                if kind is None or (index, kind) in found:
                     continue
                 found[(index, kind)] = None
-            elif (index, rule.kind) in found or not _confirmed(rule, match, text.data, text.start_of(index)):
-                continue
+                count += 1
+                pos = text.start_of(index + 1)  # the next string: this one has the kind
+                break
             else:
-                found[(index, rule.kind)] = None
-            count += 1
-            if count == limit:
                 break
     return found
 
@@ -298,53 +371,50 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
 
 def scan_document(document: Any, *, limit: int = LIMIT) -> list[Finding]:
     """Every key and string value of a parsed JSON document, in document order: at most `limit` findings."""
-    strings = _Strings(document)
-    n_keys = len(strings.keys)
-    text = _Text(normalise(strings.keys + strings.values))
-    rules = _triggered(text.data)
+    keys, values = _texts(document)
+    data, rules = _prepare(keys + values)
     if not rules:
         return []
-    end_of_keys = text.start_of(n_keys) if n_keys < len(strings.keys) + len(strings.values) else len(text.data)
-    weak_values: dict[int, int] = {}  # value index -> key index, for keys whose name asks their value be read
+    text, n_keys = _Text(data), len(keys)
+    end_of_keys = text.start_of(n_keys) if values else len(data)
+    places: list[_Places] = []  # worked out when first needed
+    weak: dict[int, int] = {}  # value index -> key index, for keys whose name asks their value be read
+
+    def where() -> _Places:
+        if not places:
+            places.append(_places(document))
+        return places[0]
 
     def on_key_name(index: int) -> str | None:
-        key = text.data[text.start_of(index):text.start_of(index + 1) - 1].decode("utf-8", "replace")
+        key = data[text.start_of(index):text.start_of(index + 1) - 1].decode("utf-8", "replace")
         power = names.strength(key)
         if power == names.STRONG:
             return "credential_key_name"
-        value = strings.key_at[index][2]
-        if power == names.WEAK and value >= 0:
-            weak_values[value] = index
+        if power == names.WEAK and (value := where().keys[index][2]) >= 0:
+            weak[value] = index
         return None
 
     found = _matches(text, rules, end_of_keys, limit, on_key_name)
-    for value, key in weak_values.items():
+    for value, key in weak.items():
         start = text.start_of(n_keys + value)
-        content = text.data[start:text.start_of(n_keys + value + 1) - 1].decode("utf-8", "replace")
-        if checks.assigned(strings.keys[key], content, spaced=False):
+        content = data[start:text.start_of(n_keys + value + 1) - 1].decode("utf-8", "replace")
+        if checks.assigned(keys[key], content, spaced=False):
             found[(n_keys + value, "credential_assignment")] = None
-    return _report(strings, found, limit)
-
-
-def _report(strings: _Strings, found: dict[tuple[int, str], None], limit: int) -> list[Finding]:
-    n_keys = len(strings.keys)
+    if not found:
+        return []
     rows = []
     for index, kind in found:
-        if index < n_keys:
-            path, key, _, order = strings.key_at[index]
-            rows.append((order, kind, (*path, key), True))
-        else:
-            path, token, order = strings.value_at[index - n_keys]
-            rows.append((order, kind, path if token is None else (*path, token), False))
-    rows.sort(key=lambda row: (row[0], row[1]))
-    return [Finding(pointer(where), kind, in_key) for _, kind, where, in_key in rows[:limit]]
+        path, order = where().keys[index][:2] if index < n_keys else where().values[index - n_keys]
+        rows.append((order, index >= n_keys, kind, path))
+    rows.sort(key=lambda row: row[:3])
+    return [Finding(pointer(path), kind, not is_value) for _, is_value, kind, path in rows[:limit]]
 
 
 def text_kinds(text: str) -> list[str]:
     """The sorted kinds found in one string read as a value (credential key names apart)."""
-    data = _Text(normalise([text]))
-    rules = [i for i in _triggered(data.data) if not RULES[i].keys_only]
-    return sorted({kind for _, kind in _matches(data, rules, 0, 1, lambda index: None)})
+    data, rules = _prepare([text])
+    return sorted({kind for _, kind in _matches(_Text(data), [i for i in rules if not RULES[i].keys_only], 0, 1,
+                                                lambda index: None)})
 
 
 def is_credential_key_name(name: str) -> bool:
@@ -356,14 +426,15 @@ def spans(text: str) -> list[tuple[int, int]]:
     """The character ranges of what the rules find in `text` as written (no normalisation), merged."""
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int]] = []
-    for i in _triggered(data):
-        rule = RULES[i]
-        if rule.keys_only:
+    hits = _compiled().triggers.Match(data) or []
+    for i in sorted({i for hit in hits for i in _compiled().rules_of[hit]}):
+        if RULES[i].keys_only:
             continue
-        compiled, v = _pattern(i)
-        for match in compiled.finditer(data):
-            if _confirmed(rule, match, data, data.rfind(b"\x00", 0, match.start()) + 1):
-                found.append(match.span(v))
+        bounded = RULES[i].pattern.startswith("\\b")
+        for start, end in engine.spans(_finder(i), data):
+            where = None if bounded and start and data[start - 1] in _WORD_BYTES else _secret(i, data, start, end)
+            if where is not None:
+                found.append(where)
     merged: list[list[int]] = []
     for start, end in sorted(found):
         if merged and start <= merged[-1][1]:
@@ -372,15 +443,21 @@ def spans(text: str) -> list[tuple[int, int]]:
             merged.append([start, end])
     if text.isascii():
         return [(a, b) for a, b in merged]
-    return [(len(data[:a].decode("utf-8", "surrogatepass")), len(data[:b].decode("utf-8", "surrogatepass")))
-            for a, b in merged]
+    out, byte, char = [], 0, 0  # byte offsets to character offsets, in one pass
+    for a, b in merged:
+        char += len(data[byte:a].decode("utf-8", "surrogatepass"))
+        start, byte = char, a
+        char += len(data[byte:b].decode("utf-8", "surrogatepass"))
+        out.append((start, char))
+        byte = b
+    return out
 
 
 # ---------------------------------------------------------------------------- pointers
 
 @functools.lru_cache(maxsize=1024)
 def _key_token(key: str) -> str:
-    if not _PLAIN_KEY.fullmatch(key) or text_kinds(key):
+    if not engine.python(_PLAIN_KEY).fullmatch(key) or text_kinds(key):
         return "*"
     return key.replace("~", "~0").replace("/", "~1")
 

@@ -1,0 +1,66 @@
+"""The regular-expression engines as the scanner uses them, each pattern compiled once, when first used.
+
+RE2 (google-re2) searches text: linear whatever the input, with a generous memory budget, its matches
+read as spans straight from the RE2 object (google-re2's `finditer` builds a match object for every
+match, which doubles the cost where a text holds a great many candidates). Python's `re` reads short
+pieces RE2 has already found (a candidate, a name, a value), where its groups and look-arounds help.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
+_UNANCHORED = re2._Anchor.UNANCHORED
+
+
+@functools.cache
+def compiled(pattern: str, groups: bool = False) -> Any:
+    """`pattern` compiled by RE2 (`groups`: keep its capturing groups)."""
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    options.never_capture = not groups
+    return re2.compile(pattern, options)
+
+
+@functools.cache
+def python(pattern: str) -> re.Pattern[str]:
+    """`pattern` compiled by Python's `re` (for short pieces of text only)."""
+    return re.compile(pattern)
+
+
+def spans(pattern: Any, data: bytes, pos: int = 0, stop: int | None = None) -> Iterator[tuple[int, int]]:
+    """The spans of the leftmost non-overlapping matches of a compiled pattern in data[pos:stop]."""
+    match, stop = pattern._regexp.Match, len(data) if stop is None else stop
+    while pos <= stop:
+        start, end = match(_UNANCHORED, data, pos, stop)[0]
+        if start < 0:
+            return
+        yield start, end
+        pos = end if end > start else end + 1
+
+
+def found(pattern: Any, data: bytes) -> bool:
+    """Does the compiled pattern match anywhere in `data`?"""
+    return bool(pattern._regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] >= 0)
+
+
+def literal(text: str) -> str:
+    """A pattern matching `text` as written."""
+    return str(re2.escape(text))
+
+
+def trigger_set(patterns: list[str]) -> Any:
+    """An RE2 set of `patterns` (Match(data) gives the indexes of those that occur)."""
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    options.never_capture = True
+    triggers = re2.Set.SearchSet(options)
+    for pattern in patterns:
+        triggers.Add(pattern)
+    triggers.Compile()
+    return triggers
