@@ -114,7 +114,7 @@ def test_sign_in_review_confirm_and_see_the_ref(page: Any, rb: ReferenceBackend,
     page.click(f"a[href='/desk/requests/{request_id}']")
     page.wait_for_url(f"{rb.url}/desk/requests/{request_id}")
     body = page.inner_text("main")
-    for text in (DOC["model"]["name"], DOC["model"]["revision"], "sft → dpo", "$1,200.00", "$4,800.00", "$240.00 of at most $1,200.00",
+    for text in (DOC["model"]["name"], DOC["model"]["revision"], "sft → dpo", "$1,200.00", "$4,800.00", "$280.00 of at most $1,200.00",
                  DOC["data"][0]["decontamination"]["method"], sha(MANIFEST)):
         assert text in body, text
     # The stylesheet loaded under the CSP: the Confirm button is styled.

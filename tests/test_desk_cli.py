@@ -146,9 +146,9 @@ def test_requests_decisions_and_run_controls(rb: ReferenceBackend, desk: Desk) -
         run_id = http.post("/v1/training-runs", json=run_body, headers={"Idempotency-Key": "desk-cli-run-0001"}
                            ).json()["run_id"]
     code, out, _ = desk("advance", "--run", run_id)
-    assert code == 0 and f"{run_id}: running (data_prep running, sft pending, dpo pending)" in out
+    assert code == 0 and f"{run_id}: running (data_prep running, ladder pending, sft pending, dpo pending)" in out
     code, out, _ = desk("fail-gate", "--run", run_id, "--stage", "dpo")
-    assert code == 0 and "gate_failed (data_prep passed, sft passed, dpo failed)" in out
+    assert code == 0 and "gate_failed (data_prep passed, ladder passed, sft passed, dpo failed)" in out
     code, _, err = desk("finish", run_id)  # the bare RUN of earlier versions still works
     assert code == 1 and "run_terminal" in err
     code, out, _ = desk("runs")

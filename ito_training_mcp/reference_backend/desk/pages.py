@@ -67,6 +67,7 @@ class DeskApp:
         request = Request(scope, receive)
         try:
             screen(request, self.backend)
+            self.backend.catch_up()  # the run clock: no page shows a run behind it
             await self.router(scope, receive, send)
             return
         except DeskError as exc:
