@@ -40,6 +40,7 @@ DETECT_TARGET_S, RESUME_TARGET_S = 600.0, 900.0  # the skill's targets: detect <
 SPIKE_FACTOR = 3.0
 MAX_KEPT_INCIDENTS = 20  # per run, the most recent interruptions and decided proposals kept for reports
 MAX_CROSSINGS = 8  # interruptions the rate may cause within one stage
+MAX_SHOWN_INTERRUPTIONS = 5  # in the run object (status); the metrics count them all
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ class RunRecord:
             "updated_at": fmt(self.updated_at),
             "stages": self.stages,
             "proposed_actions": [] if proposal is None else [proposal_view(proposal, fmt)],
-            "interruptions": [interruption_view(i, fmt) for i in self.events.get("interruptions", [])],
+            "interruptions": [interruption_view(i, fmt)
+                              for i in self.events.get("interruptions", [])[-MAX_SHOWN_INTERRUPTIONS:]],
         }
 
 
