@@ -116,6 +116,7 @@ class RunRecord:
     updated_at: float = 0.0
     advanced_at: float = 0.0
     events: dict[str, Any] = field(default_factory=dict)
+    rewound_to: int | None = None  # the chart's points after this step are dropped: those steps run again
     new_logs: list[tuple[str | None, str]] = field(default_factory=list)
     new_checkpoints: list[Checkpoint] = field(default_factory=list)
     new_metrics: list[tuple[int, float | None, float]] = field(default_factory=list)
@@ -299,6 +300,12 @@ def _advance_to(rec: RunRecord, step: int, loss: float, now: float) -> None:
     rec.step = step
 
 
+def _rewind(rec: RunRecord, step: int) -> None:
+    """Back to `step`: the chart's points after it go (those steps run again); those written since stay."""
+    rec.rewound_to = step if rec.rewound_to is None else min(rec.rewound_to, step)
+    rec.new_metrics = [point for point in rec.new_metrics if point[0] <= step]
+
+
 def _keep(rec: RunRecord, key: str, item: dict[str, Any]) -> None:
     rec.events[key] = [*rec.events.get(key, []), item][-MAX_KEPT_INCIDENTS:]
 
@@ -461,6 +468,7 @@ def _interrupt_at(rec: RunRecord, index: int, at: int, now: float, detect_s: flo
     events["max_detect_s"] = max(float(events.get("max_detect_s", 0.0)), detect_s)
     events["max_resume_s"] = max(float(events.get("max_resume_s", 0.0)), resume_s)
     rec.step = resumed
+    _rewind(rec, resumed)
     where = f"checkpoint at step {resumed}" if checkpoint else "the start of the stage"
     rec.new_logs.append((name, f"interruption at step {at} ({cause}): detected after {detect_s:g} s, resumed from "
                                f"{where} after {resume_s:g} s; {lost} step(s) run again"))
@@ -525,13 +533,14 @@ def restart(rec: RunRecord, proposal_id: str, now: float) -> dict[str, Any]:
     index = next(i for i, s in enumerate(rec.stages) if s["state"] == "paused")
     rec.stages[index]["state"] = "running"
     rec.step, rec.loss = int(proposal["checkpoint_step"]), float(proposal["checkpoint_loss"])
-    rec.new_metrics.append((rec.step, rec.loss, _goodput(rec, rec.step)))
+    _rewind(rec, rec.step)
     rec.events["repeated_steps"] = int(rec.events.get("repeated_steps", 0)) + int(proposal["repeated_steps"])
     rec.events["repeated_usd"] = _usd(Decimal(rec.events.get("repeated_usd", "0.00"))
                                       + Decimal(proposal["repeated_cost_usd"]))
     _settle(rec, proposal, "accepted", now)
     _cost(rec)
     _refresh(rec)
+    rec.new_metrics.append((rec.step, rec.loss, rec.goodput))  # the chart resumes at the checkpoint
     rec.new_logs.append((rec.stages[index]["name"], f"restarted from step {rec.step} as confirmed; "
                                                     f"{proposal['repeated_steps']} step(s) run again "
                                                     f"(about ${proposal['repeated_cost_usd']})"))

@@ -454,11 +454,15 @@ class Store:
 
     @staticmethod
     def _flush(conn: sqlite3.Connection, rec: RunRecord, now: float) -> None:
-        """Write the record's pending log lines and checkpoints; apply checkpoint retention."""
+        """Write the record's pending log lines and checkpoints; apply checkpoint retention; drop the chart's
+        points past a rewind (a resume or a restart from a checkpoint)."""
         conn.executemany(
             "INSERT INTO run_logs (run_id, ts, stage, message) VALUES (?, ?, ?, ?)",
             [(rec.run_id, now, stage, message) for stage, message in rec.new_logs],
         )
+        if rec.rewound_to is not None:
+            conn.execute("DELETE FROM metric_history WHERE run_id = ? AND step > ?", (rec.run_id, rec.rewound_to))
+            rec.rewound_to = None
         conn.executemany(
             "INSERT OR REPLACE INTO metric_history (run_id, step, loss, goodput, ts) VALUES (?, ?, ?, ?, ?)",
             [(rec.run_id, step, loss, goodput, now) for step, loss, goodput in rec.new_metrics],

@@ -203,14 +203,15 @@ def interruptions(rec: lifecycle.RunRecord) -> Markup:
                 "resume within {} min.", rec.goodput, rec.events.get("interruption_count", 0), rec.interruption_rate,
                 rec.events.get("steps_lost", 0), int(lifecycle.DETECT_TARGET_S // 60),
                 int(lifecycle.RESUME_TARGET_S // 60))
-    rows = [(rfc3339(i["at"]), i["stage"], i["step"], i["resumed_from_step"], i["steps_lost"],
-             h("{} s", f"{i['detect_s']:g}"), h("{} s", f"{i['resume_s']:g}"),
+    rows = [(rfc3339(i["at"]), i["stage"],
+             h("at {}, resumed from {} ({} run again)", i["step"], i["resumed_from_step"], i["steps_lost"]),
+             h("{} s / {} s", f"{i['detect_s']:g}", f"{i['resume_s']:g}"),
              status_badge("passed" if i["detect_s"] < lifecycle.DETECT_TARGET_S
                           and i["resume_s"] < lifecycle.RESUME_TARGET_S else "failed"), i["cause"])
             for i in reversed(found)]
     return join([h("<p>{}</p>", summary), table(
-        ["Time", "Stage", "At step", "Resumed from step", "Steps run again", "Detected after", "Resumed after",
-         "Within targets", "Cause"], rows, empty="No interruptions.")])
+        ["Time", "Stage", "Steps", "Detected / resumed after", "Within targets", "Cause"], rows,
+        empty="No interruptions.")])
 
 
 def rl_split(rec: lifecycle.RunRecord) -> Markup | None:

@@ -138,9 +138,16 @@ def chart(points: Sequence[tuple[int, float | None, float]],
     loss_line = " ".join(f"{_fmt(x(s))},{_fmt(y(loss, top_loss))}" for s, loss, _ in usable if loss is not None)
     goodput_line = " ".join(f"{_fmt(x(s))},{_fmt(y(g, 1.0))}" for s, _, g in usable)
     bottom, right = _PAD_T + inner_h, _PAD_L + inner_w
-    shown = [h('<line class="mark {}" x1="{}" y1="{}" x2="{}" y2="{}"/><text class="mark {}" x="{}" y="{}">{}</text>',
-               kind, _fmt(x(step)), _PAD_T, _fmt(x(step)), bottom, kind, _fmt(x(step) + 4), _PAD_T + 12 + 14 * n,
-               label) for n, (step, kind, label) in enumerate(marks) if x0 <= step <= x1]
+    def mark(n: int, step: int, kind: str, label: str) -> Markup:
+        """A dashed vertical line, labelled on the side with the more room."""
+        at = x(step)
+        left = at > _PAD_L + inner_w / 2
+        return h('<line class="mark {}" x1="{}" y1="{}" x2="{}" y2="{}"/>'
+                 '<text class="mark {}" x="{}" y="{}" text-anchor="{}">{}</text>', kind, _fmt(at), _PAD_T, _fmt(at),
+                 bottom, kind, _fmt(at - 4 if left else at + 4), _PAD_T + 12 + 14 * n, "end" if left else "start",
+                 label)
+
+    shown = [mark(n, step, kind, label) for n, (step, kind, label) in enumerate(marks) if x0 <= step <= x1]
     ticks = []
     for i in range(5):
         frac = i / 4
