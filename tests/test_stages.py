@@ -1,5 +1,5 @@
-"""The backend's proposed stages (contract §12) through a real MCP client against the reference backend on
-loopback: the parallelism and precision a plan chooses (and the wasteful layouts it refuses), the ladder
+"""The backend's proposed stages (docs/contract.md, "The backend's proposed stages") through a real MCP
+client against the reference backend on loopback: the parallelism and precision a plan chooses (and the wasteful layouts it refuses), the ladder
 pre-check for custom data, the curriculum's named eval batteries, post-training with the RL stage's
 trainer/rollout split, checkpoints on the manifest's policy, interruptions with their detection and resume
 times, the loss-spike restart the backend proposes and only a person decides, and the run clock.
