@@ -432,3 +432,34 @@ def rb_client(rb: ReferenceBackend, world: World) -> Any:
     import httpx
 
     return httpx.Client(base_url=rb.url, headers={"Authorization": f"Bearer {world.token}"}, trust_env=False)
+
+
+def test_a_database_from_before_restarts_is_migrated(tmp_path: Any) -> None:
+    """Confirmations and requests of an older database had no training.restart in their CHECK; opening the
+    database rebuilds those tables with it, rows and indexes kept."""
+    import sqlite3
+
+    from ito_training_mcp.reference_backend import store
+
+    db = str(tmp_path / "old.sqlite3")
+    old = store.SCHEMA.replace("'training.cleanup', 'training.restart')", "'training.cleanup')")
+    conn = sqlite3.connect(db)
+    conn.executescript(old)
+    conn.execute("INSERT INTO accounts VALUES ('acct_old', '100.00', '[]', '[]', 0)")
+    conn.execute("INSERT INTO confirmations (ref, account_id, action, booking_id, max_cost_usd, expires_at, "
+                 "created_at) VALUES ('cnf_old', 'acct_old', 'training.cancel', 'bk_old', '0.00', 0, 0)")
+    conn.commit()
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO confirmations (ref, account_id, action, booking_id, max_cost_usd, expires_at, "
+                     "created_at) VALUES ('cnf_new', 'acct_old', 'training.restart', 'bk_old', '0.00', 0, 0)")
+    conn.close()
+    opened = store.Store(db)
+    try:
+        assert opened.confirmation("cnf_old")["action"] == "training.cancel"
+        assert opened.insert_confirmation({"ref": "cnf_new", "account_id": "acct_old", "action": "training.restart",
+                                           "booking_id": "bk_old", "run_id": "run_x", "manifest_sha256": None,
+                                           "max_cost_usd": "20.00", "expires_at": 0, "proposal_id": "run_x.restart-1"})
+        indexes = {r["name"] for r in opened.rows("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "confirmation_requests_by_account" in indexes
+    finally:
+        opened.close()
