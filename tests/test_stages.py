@@ -413,6 +413,27 @@ def test_runs_advance_on_the_clock_and_the_desk_is_never_behind_it(clocked: tupl
     assert rb.op.tick() == 0  # stepping the clock again changes nothing: it is deterministic in the clock
 
 
+def test_the_clock_never_moves_a_paused_stage_and_counts_from_the_decision(
+    clocked: tuple[ReferenceBackend, Clock]
+) -> None:
+    rb, clock = clocked
+    world = World(rb)
+    run_id = created(world)
+    clock.advance(60 * 3)
+    assert rb.op.tick() == 1  # start, data_prep and the ladder: sft runs
+    rb.op.spike(run_id)
+    clock.advance(60 * 10)
+    assert rb.op.tick() == 0 and op_run(world, run_id)["proposed_actions"]  # paused: the clock waits too
+    with rb_client(rb, world) as http:
+        request_id = http.post("/v1/confirmation-requests",
+                               json={"action": "training.restart", "run_id": run_id}).json()["request_id"]
+    rb.op.decline_request(request_id)
+    assert rb.op.tick() == 0  # the ten paused intervals do not count
+    clock.advance(60)
+    rb.op.tick()
+    assert [s["state"] for s in op_run(world, run_id)["stages"]] == ["passed", "passed", "passed", "running"]
+
+
 def test_the_clock_moves_runs_while_nobody_asks() -> None:
     clock = Clock()
     with ReferenceBackend(clock=clock, auto_advance_s=0.2) as rb:

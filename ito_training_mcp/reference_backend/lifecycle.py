@@ -179,14 +179,6 @@ class NotRestartable(LifecycleError):
     """No pending restart proposal of that id (public 422 `no_restart_proposed`)."""
 
 
-def stage_names(target: str, post_training: list[str], custom_data: bool = False) -> list[str]:
-    return curriculum.stage_names(target, post_training, custom_data)
-
-
-def new_stages(names: list[str], suite: str = "") -> list[dict[str, Any]]:
-    return curriculum.new_stages(names, suite)
-
-
 def _passed_count(rec: RunRecord) -> int:
     return sum(1 for s in rec.stages if s["state"] == "passed")
 
@@ -214,23 +206,28 @@ def _usd(value: Decimal) -> str:
 
 
 # -- telemetry ----------------------------------------------------------------------------------------
-def _goodput(rec: RunRecord, step: int) -> float:
-    """Useful steps' time over all time spent: useful steps, steps run again, and every interruption's
-    detection and resume time. 1.0 once started with nothing lost; 0.0 before the run starts."""
+def _time_spent(rec: RunRecord, step: int) -> tuple[float, float]:
+    """The run's simulated seconds at `step`: useful (the steps that count) and in all (plus the steps run
+    again after interruptions and restarts, and every interruption's detection and resume time)."""
+    events = rec.events
     useful = step * SECONDS_PER_STEP
-    lost = rec.events.get("steps_lost", 0) * SECONDS_PER_STEP + rec.events.get("repeated_steps", 0) * SECONDS_PER_STEP
-    down = rec.events.get("detect_s", 0.0) + rec.events.get("resume_s", 0.0)
-    if useful + lost + down == 0:
+    again = (int(events.get("steps_lost", 0)) + int(events.get("repeated_steps", 0))) * SECONDS_PER_STEP
+    return useful, useful + again + float(events.get("detect_s", 0.0)) + float(events.get("resume_s", 0.0))
+
+
+def _goodput(rec: RunRecord, step: int) -> float:
+    """The useful share of the time spent: 1.0 once started with nothing lost, 0.0 before the run starts."""
+    useful, spent = _time_spent(rec, step)
+    if spent == 0:
         return 0.0 if rec.state == "queued" else 1.0
-    return round(float(useful / (useful + lost + down)), 4)
+    return round(useful / spent, 4)
 
 
 def _refresh(rec: RunRecord) -> None:
-    """Goodput and interruptions per hour of the run's (simulated) time, from its incidents."""
+    """Goodput, and interruptions per hour of the time spent."""
     rec.goodput = _goodput(rec, rec.step)
-    hours = (rec.step + rec.events.get("steps_lost", 0) + rec.events.get("repeated_steps", 0)) * SECONDS_PER_STEP
-    hours = (hours + rec.events.get("detect_s", 0.0) + rec.events.get("resume_s", 0.0)) / 3600
-    count = rec.events.get("interruption_count", 0)
+    hours = _time_spent(rec, rec.step)[1] / 3600
+    count = int(rec.events.get("interruption_count", 0))
     rec.interruption_rate = round(count / hours, 4) if hours > 0 and count else 0.0
 
 
@@ -532,6 +529,7 @@ def restart(rec: RunRecord, proposal_id: str, now: float) -> dict[str, Any]:
         raise NotRestartable(rec.run_id)
     index = next(i for i, s in enumerate(rec.stages) if s["state"] == "paused")
     rec.stages[index]["state"] = "running"
+    rec.advanced_at = now  # the run clock counts from the decision: a paused stage did not advance
     rec.step, rec.loss = int(proposal["checkpoint_step"]), float(proposal["checkpoint_loss"])
     _rewind(rec, rec.step)
     rec.events["repeated_steps"] = int(rec.events.get("repeated_steps", 0)) + int(proposal["repeated_steps"])
@@ -554,6 +552,7 @@ def decline(rec: RunRecord, proposal_id: str, now: float) -> None:
         return
     index = next(i for i, s in enumerate(rec.stages) if s["state"] == "paused")
     rec.stages[index]["state"] = "running"
+    rec.advanced_at = now  # the run clock counts from the decision: a paused stage did not advance
     _settle(rec, proposal, "declined", now)
     rec.new_logs.append((rec.stages[index]["name"], f"restart declined; stage {rec.stages[index]['name']} "
                                                     f"continues from step {rec.step}"))

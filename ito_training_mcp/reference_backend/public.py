@@ -26,7 +26,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..inputs import ID_PATTERN, KEY_PATTERN
-from . import faults, lifecycle, policy
+from . import curriculum, faults, lifecycle, policy
 from .errors import ApiError, invalid_request
 from .lifecycle import RunRecord
 from .state import Backend
@@ -292,7 +292,7 @@ async def create_run(backend: Backend, ctx: Ctx) -> Reply:
     plan, names = policy.plan_for(manifest, booking)
     rec = RunRecord(
         run_id=new_id("run"), account_id=account_id, booking_id=booking_id, manifest_sha256=digest,
-        idempotency_key=ctx.key, state="queued", stages=lifecycle.new_stages(names, plan.suite), plan=plan,
+        idempotency_key=ctx.key, state="queued", stages=curriculum.new_stages(names, plan.suite), plan=plan,
         created_at=now, updated_at=now, advanced_at=now,
     )
     rec.new_logs.append((None, f"run queued with {len(names)} stage(s): {' -> '.join(names)}"))
