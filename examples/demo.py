@@ -3,10 +3,13 @@
 Act 1 -- today's production answer: no backend configured, training is refused and nothing is contacted.
 Act 2 -- the reference backend (a conformance server that never trains) stands in for the canonical
          Itô API: availability and eligibility, the local digest, then plan_training (the backend's checks,
-         its estimate and a review URL). The person signs in at the desk through a single-use link and
-         confirms there, over HTTP exactly as a browser would; confirmation_status hands the agent the
+         the parallelism and precision it chose and why, its estimate stage by stage -- the example's
+         data is custom, so a ladder of small proxy runs checks it first -- and a review URL). The
+         person signs in at the desk through a single-use link and confirms there, over HTTP exactly
+         as a browser would; confirmation_status hands the agent the
          reference; the submit, and the same submit again (same run).
-Act 3 -- following the run (status with progress, logs, metrics, checkpoints), then cancel and cleanup:
+Act 3 -- following the run (status with progress, the ladder's gate, an injected interruption with its
+         detection and resume times, logs, metrics, checkpoints), then cancel and cleanup:
          each asked for with request_confirmation, confirmed by the person at the desk, learned with
          confirmation_status, then done; the booking is untouched at the end.
 
@@ -49,7 +52,14 @@ def _compact(data: dict[str, Any]) -> dict[str, Any]:
         shown["checks"] = [f"{c['name']}: {c['status']}" + (f" ({c['reason']})" if c.get("reason") else "")
                            for c in shown["checks"]]
     if isinstance(shown.get("stages"), list):
-        shown["stages"] = [f"{s['name']}: {s['state']}, gate {s['gate']['status']}" for s in shown["stages"]]
+        shown["stages"] = [f"{s['name']}: {s['state']}, gate {s['gate']['status']}"
+                           + (f" ({s['gate']['battery']['name']})" if s["gate"].get("battery") else "")
+                           for s in shown["stages"]]
+    if isinstance(shown.get("interruptions"), list):
+        shown["interruptions"] = [f"{i['stage']} at step {i['step']}: detected after {i['detect_s']:g} s, resumed "
+                                  f"from step {i['resumed_from_step']} after {i['resume_s']:g} s "
+                                  f"({'within' if i['within_targets'] else 'OUTSIDE'} the 10/15-minute targets)"
+                                  for i in shown["interruptions"]]
     if isinstance(shown.get("lines"), list):
         shown["lines"] = [f"{line['ts']} [{line['stage'] or '-'}] {line['message']}" for line in shown["lines"]]
     return shown
@@ -184,8 +194,22 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
 
             plan = await show("plan_training: the backend checks the plan, estimates it, opens a confirmation request",
                               tool(client, "plan_training", {"booking_id": booking_id, "manifest_path": str(manifest)}),
-                              keep=("plan_id", "valid", "checks", "estimate", "confirmation_request", "max_cost_usd"))
+                              keep=("plan_id", "valid", "checks", "parallelism", "estimate", "confirmation_request",
+                                    "max_cost_usd"))
             checks.expect("plan valid", plan["ok"] and plan["data"]["valid"] is True)
+            layout = plan["data"]["parallelism"]
+            print(f"\nThe parallelism and precision the backend chose: data {layout['data']} x tensor "
+                  f"{layout['tensor']} x pipeline {layout['pipeline']} on {layout['gpus']} GPUs, sharding "
+                  f"{layout['sharding']}, {layout['precision']}; because:")
+            for reason in layout["reasons"]:
+                print(textwrap.fill(reason, width=WIDTH, initial_indent="  - ", subsequent_indent="    "))
+            lines = plan["data"]["estimate"]["stages"]
+            print("The estimate, stage by stage (the data is not on the backend's list of known datasets, so the "
+                  "ladder comes first):")
+            for line in lines:
+                print(f"  {line['name']:<10} {line['gpu_hours']:>6g} GPU-hours  ${line['usd']}")
+            checks.expect("parallelism chosen", layout["precision"] in ("bf16", "fp8") and bool(layout["reasons"]))
+            checks.expect("ladder line", [line["name"] for line in lines][:2] == ["data_prep", "ladder"])
             request = plan["data"]["confirmation_request"]
             print(f"\nThe review URL the agent shows the person (it carries no sign-in):\n    {request['review_url']}")
             submit_key = f"train-{request['request_id']}"
@@ -253,20 +277,35 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
                 print(f"    progress {value:g}/{total:g}  {message}")
                 if not advanced.is_set():
                     advanced.set()
-                    simulated("data prep runs and its eval gate passes (the operator API advances the run)")
-                    await anyio.to_thread.run_sync(op.advance, run_id)
-                    await anyio.to_thread.run_sync(op.advance, run_id)
+                    simulated("data prep's eval gate passes, then the ladder's (the small proxy runs find the "
+                              "custom data sound), then sft's; dpo starts (the operator API advances the run)")
+                    for _ in range(4):
+                        await anyio.to_thread.run_sync(op.advance, run_id)
 
             status = await show("training_status, waiting up to 2 s (progress: the stages passed, plus one half while "
                                "the next one runs, out of all stages)", tool(
                 client, "training_status", {"run_id": run_id, "wait_seconds": 2}, progress_callback=run_progress),
                 keep=("run_id", "state", "stages", "wait"))
             checks.expect("status", status["ok"] and advanced.is_set())
+            ladder = next((s for s in status["data"]["stages"] if s["name"] == "ladder"), None)
+            checks.expect("ladder passed", ladder is not None and ladder["gate"]["status"] == "passed")
+
+            simulated("a node fails during dpo (ito-training desk interrupt --run RUN_ID): the backend detects it, "
+                      "resumes from the last checkpoint and runs the steps since again")
+            await anyio.to_thread.run_sync(lambda: op.interrupt(run_id, detect_s=190, resume_s=560))
+            interrupted = await show("training_status after the interruption", tool(
+                client, "training_status", {"run_id": run_id}), keep=("run_id", "state", "interruptions"))
+            found = interrupted["data"]["interruptions"] if interrupted["ok"] else []
+            checks.expect("interruption reported", len(found) == 1 and found[0]["detect_s"] == 190
+                          and found[0]["resume_s"] == 560 and found[0]["within_targets"] is True
+                          and found[0]["checkpoint_id"] is not None)
             logs = await show("training_logs (the first 4 lines)", tool(
                 client, "training_logs", {"run_id": run_id, "limit": 4}))
             checks.expect("logs", logs["ok"] and len(logs["data"]["lines"]) > 0)
-            checks.expect("metrics", (await show("training_metrics", tool(
-                client, "training_metrics", {"run_id": run_id})))["ok"])
+            metrics = await show("training_metrics (goodput and the interruption rate follow from the interruption)",
+                                 tool(client, "training_metrics", {"run_id": run_id}))
+            checks.expect("metrics", metrics["ok"] and metrics["data"]["interruptions"]["count"] == 1
+                          and metrics["data"]["goodput"] < 1)
             checks.expect("checkpoints", (await show("list_checkpoints", tool(
                 client, "list_checkpoints", {"run_id": run_id})))["ok"])
 

@@ -473,15 +473,14 @@ def test_runs_pages_and_the_chart(rb: ReferenceBackend, tenant: Tenant) -> None:
     run_id = tenant.run(person.confirm(tenant.request_id()), "desk-runs-key-00001").json()["run_id"]
     page = person.get(f"/desk/runs/{run_id}").text
     assert "No metrics yet" in page and "<svg" not in page
-    rb.op.advance(run_id)
-    rb.op.advance(run_id)
-    rb.op.advance(run_id)
+    for _ in range(5):  # start; data_prep, the ladder, sft pass; dpo passes
+        rb.op.advance(run_id)
     page = person.get(f"/desk/runs/{run_id}").text
     assert page.count("<polyline") == 2 and 'class="series loss"' in page and 'class="series goodput"' in page
     loss_points = re.search(r'class="series loss" points="([^"]+)"', page)
-    assert loss_points is not None and len(loss_points.group(1).split()) == 8  # two passed stages x 4 points
-    for text in ("data_prep", "sft", "passed", "running", "score/mmlu", "checkpoint saved at step 2000",
-                 "step-2000", "$160.00"):
+    assert loss_points is not None and len(loss_points.group(1).split()) == 8  # two training stages x 4 points
+    for text in ("data_prep", "ladder-150m-v1", "sft", "passed", "succeeded", "score/mmlu",
+                 "checkpoint saved at step 2000", "step-2000", "$280.00", "fp8"):
         assert text in page, text
     assert run_id in person.get("/desk/runs").text
 

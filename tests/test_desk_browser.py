@@ -12,15 +12,20 @@ import json
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
+import anyio
 import httpx
 import pytest
+from mcp import Client
 
+from ito_training_mcp.doors.mcp.server import build_server
 from ito_training_reference import ReferenceBackend
 
+from .conftest import World, WriteFile
 from .test_desk import HIDDEN, HOSTILE, insert_request
 from .test_reference_backend import DOC, MANIFEST, sha
 
@@ -114,8 +119,10 @@ def test_sign_in_review_confirm_and_see_the_ref(page: Any, rb: ReferenceBackend,
     page.click(f"a[href='/desk/requests/{request_id}']")
     page.wait_for_url(f"{rb.url}/desk/requests/{request_id}")
     body = page.inner_text("main")
-    for text in (DOC["model"]["name"], DOC["model"]["revision"], "sft → dpo", "$1,200.00", "$4,800.00", "$240.00 of at most $1,200.00",
-                 DOC["data"][0]["decontamination"]["method"], sha(MANIFEST)):
+    for text in (DOC["model"]["name"], DOC["model"]["revision"], "sft → dpo", "$1,200.00", "$4,800.00",
+                 "$280.00 of at most $1,200.00", DOC["data"][0]["decontamination"]["method"], sha(MANIFEST),
+                 "Parallelism and precision", "data 16 × tensor 1 × pipeline 1 on 16 GPU(s)", "fp8: H100-80GB",
+                 "FSDP within each node", "ladder\t32.0\t$80.00", "ladder of 4 ~150M-parameter proxy runs"):
         assert text in body, text
     # The stylesheet loaded under the CSP: the Confirm button is styled.
     assert page.eval_on_selector("button.confirm", "b => getComputedStyle(b).backgroundColor") == "rgb(27, 122, 61)"
@@ -294,7 +301,7 @@ def test_the_runs_page_chart_renders(page: Any, rb: ReferenceBackend, account: A
     run = account.api.post("/v1/training-runs", headers={"Idempotency-Key": "browser-chart-key-01"}, json={
         "booking_id": account.booking_id, "confirmation_ref": ref, "manifest_sha256": sha(MANIFEST),
         "manifest_b64": base64.b64encode(MANIFEST).decode()}).json()
-    for _ in range(3):
+    for _ in range(4):  # data_prep and the ladder train nothing: sft is the first stage on the chart
         rb.op.advance(run["run_id"])
     sign_in(page, rb, account)
     page.goto(f"{rb.url}/desk/runs")
@@ -422,3 +429,83 @@ def test_the_review_reads_well_at_400px(browser: Any, rb: ReferenceBackend, acco
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 400
     finally:
         context.close()
+
+
+def _tool(world: World, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One call through a real MCP client, in an event loop of its own on another thread (Playwright's sync
+    API runs one in this thread)."""
+
+    async def go() -> dict[str, Any]:
+        async with Client(build_server(world.service()), mode="auto") as client:
+            result = await client.call_tool(tool, arguments)
+        assert result.structured_content is not None
+        return dict(result.structured_content)
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, go).result(timeout=60)
+
+
+def test_a_loss_spike_restart_proposed_by_the_backend_and_confirmed_by_the_person(
+    page: Any, rb: ReferenceBackend, write_file: WriteFile, example_bytes: bytes, tmp_path: Path
+) -> None:
+    """spike -> the proposal in training_status -> request_confirmation -> the person confirms at the desk in
+    the browser, seeing the spike on the chart, the checkpoint and the cost -> restart_training -> the run
+    resumes from that checkpoint."""
+    world = World(rb)
+    manifest_path = write_file(example_bytes)
+    ref = world.confirm(_tool(world, "digest_manifest", {"manifest_path": manifest_path})["data"]["sha256"])
+    run_id = _tool(world, "submit_training", {"booking_id": world.booking, "manifest_path": manifest_path,
+                                              "confirmation_ref": ref,
+                                              "idempotency_key": "browser-restart-submit-01"})["data"]["run_id"]
+    for _ in range(4):
+        rb.op.advance(run_id)  # data_prep, the ladder and sft passed; dpo running from step 1000
+    rb.op.interrupt(run_id, detect_s=180, resume_s=540)
+    rb.op.spike(run_id)  # the reference backend's on-demand loss spike
+
+    status = _tool(world, "training_status", {"run_id": run_id})
+    [proposal] = status["data"]["proposed_actions"]
+    assert (proposal["spike_step"], proposal["checkpoint_step"], proposal["repeated_cost_usd"]) == (
+        1750, 1500, "20.00")
+    opened = _tool(world, "request_confirmation", {"action": "training.restart", "run_id": run_id})
+    assert opened["ok"] is True, opened
+
+    page.goto(rb.op.login_link(world.account)["url"])
+    page.click("button")
+    page.wait_for_url(f"{rb.url}/desk/")
+    page.goto(f"{rb.url}/desk/runs/{run_id}")
+    run_page = page.inner_text("main")
+    for text in ("Restart proposed", "review the restart request", "Interruptions", "180 s", "540 s",
+                 "dpo-v1", "reward_margin", "Parallelism and precision", "loss spike, step 1750"):
+        assert text in run_page, text
+    page.screenshot(path=str(tmp_path / "run-paused.png"), full_page=True)
+    page.click("text=review the restart request")
+    page.wait_for_url(opened["data"]["review_url"])
+    review = page.inner_text("main")
+    for text in ("restart a run", "restart it from step 1500", "The loss spiked to", "at step 1750 in stage dpo",
+                 f"{run_id}.ckpt-1500", "250 (steps 1500 to 1750)", "about $20.00", "If you decline",
+                 "The booking", "untouched"):
+        assert text in review, text
+    assert page.locator("figure.chart line.mark.spike").count() == 1
+    assert page.locator("figure.chart line.mark.checkpoint").count() == 1
+    assert page.eval_on_selector("line.mark.spike", "m => getComputedStyle(m).stroke") == "rgb(180, 35, 24)"
+    page.locator("figure.chart").screenshot(path=str(tmp_path / "restart-chart.png"))
+    page.screenshot(path=str(tmp_path / "restart-review.png"), full_page=True)
+    page.locator("button.confirm").first.click()
+    page.wait_for_selector("#confirmation-ref")
+    page.screenshot(path=str(tmp_path / "restart-confirmed.png"))
+    assert "the run resumes from the checkpoint only then" in page.inner_text("main")
+
+    learned = _tool(world, "confirmation_status", {"request_id": opened["data"]["request_id"]})
+    assert learned["data"]["status"] == "confirmed" and learned["data"]["next_tool"] == "restart_training"
+    assert learned["data"]["confirmation_ref"] == page.inner_text("#confirmation-ref")
+    restarted = _tool(world, "restart_training", {"run_id": run_id, "confirmation_ref": learned["data"][
+        "confirmation_ref"], "idempotency_key": f"restart-{opened['data']['request_id']}"})
+    assert restarted["ok"] is True and restarted["data"]["proposed_actions"] == []
+    metrics = _tool(world, "training_metrics", {"run_id": run_id})["data"]
+    assert metrics["step"] == 1500 and metrics["loss"] == proposal["loss_before"]
+    page.goto(f"{rb.url}/desk/runs/{run_id}")
+    after = page.inner_text("main")
+    assert "restarted from step 1500 as confirmed; 250 step(s) run again (about $20.00)" in after
+    assert "Restart proposed" not in after
+    page.screenshot(path=str(tmp_path / "run-restarted.png"), full_page=True)
+    assert page.problems == []

@@ -146,14 +146,38 @@ def test_requests_decisions_and_run_controls(rb: ReferenceBackend, desk: Desk) -
         run_id = http.post("/v1/training-runs", json=run_body, headers={"Idempotency-Key": "desk-cli-run-0001"}
                            ).json()["run_id"]
     code, out, _ = desk("advance", "--run", run_id)
-    assert code == 0 and f"{run_id}: running (data_prep running, sft pending, dpo pending)" in out
+    assert code == 0 and f"{run_id}: running (data_prep running, ladder pending, sft pending, dpo pending)" in out
     code, out, _ = desk("fail-gate", "--run", run_id, "--stage", "dpo")
-    assert code == 0 and "gate_failed (data_prep passed, sft passed, dpo failed)" in out
+    assert code == 0 and "gate_failed (data_prep passed, ladder passed, sft passed, dpo failed)" in out
     code, _, err = desk("finish", run_id)  # the bare RUN of earlier versions still works
     assert code == 1 and "run_terminal" in err
     code, out, _ = desk("runs")
     assert run_id in out
     assert desk("fail-gate", run_id, "--stage", "nope")[0] == 1
+
+
+def test_interrupt_and_spike(rb: ReferenceBackend, desk: Desk) -> None:
+    account = rb.op.account()
+    _, token = rb.op.token(account)
+    booking = rb.op.booking(account, nodes=2)["booking_id"]
+    ref = rb.op.confirmation(account, "training.create", booking, "1200.00", manifest_sha256=sha(MANIFEST))["ref"]
+    with httpx.Client(base_url=rb.url, headers={"Authorization": f"Bearer {token}"}, trust_env=False) as http:
+        run_id = http.post("/v1/training-runs", headers={"Idempotency-Key": "desk-cli-incidents-01"}, json={
+            "booking_id": booking, "confirmation_ref": ref, "manifest_sha256": sha(MANIFEST),
+            "manifest_b64": base64.b64encode(MANIFEST).decode()}).json()["run_id"]
+    code, _, err = desk("interrupt", "--run", run_id)
+    assert code == 1 and "run_not_running" in err  # queued: nothing runs yet
+    for _ in range(3):
+        rb.op.advance(run_id)  # sft running
+    code, out, _ = desk("interrupt", "--run", run_id, "--detect-s", "700")
+    assert code == 0 and "interrupted at step 250: detected after 700.0 s, resumed from step 0" in out
+    code, out, _ = desk("spike", "--run", run_id)
+    assert code == 0 and "loss spike at step 750; stage sft paused. Proposed: restart from step 500" in out
+    assert "training.restart" in out
+    code, _, err = desk("advance", "--run", run_id)
+    assert code == 1 and "run_paused" in err and "person's decision" in err
+    code, _, err = desk("spike", "--run", run_id)
+    assert code == 1 and "run_paused" in err
 
 
 def test_login_link(rb: ReferenceBackend, desk: Desk) -> None:

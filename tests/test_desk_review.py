@@ -62,16 +62,16 @@ def test_the_money_is_explained_with_the_estimate_next_to_the_amount_confirmed(r
     page = text_of(person.get(f"/desk/requests/{request_id}").text)
     money = page.split("<h2>Money</h2>")[1].split("<h2>Model</h2>")[0]
     for text in ("You confirm up to", '<span class="money">$1,200.00</span>', "The backend estimates",
-                 '<span class="money">$240.00</span> of at most <span class="money">$1,200.00</span>',
+                 '<span class="money">$280.00</span> of at most <span class="money">$1,200.00</span>',
                  "Most this submission may add", "max_incremental_cost_usd", "Ceiling for the run",
                  '<span class="money">$14,000.00</span>', "ceiling_usd", "Spent on this booking so far",
                  "$0.00</span>: no training run on this booking is recorded here", "not known to the desk"):
         assert text in money, text
     summary = page.split('class="summary"')[1].split("</section>")[0]
-    assert "at most <span class=\"money\">$1,200.00</span>" in summary and "$240.00" in summary
+    assert "at most <span class=\"money\">$1,200.00</span>" in summary and "$280.00" in summary
     estimate = page.split("<h2>Estimate</h2>")[1].split("<h2>Digest</h2>")[0]
-    assert "$240.00</span> of at most" in estimate
-    for stage, usd in (("data_prep", "$40.00"), ("sft", "$120.00"), ("dpo", "$80.00")):
+    assert "$280.00</span> of at most" in estimate
+    for stage, usd in (("data_prep", "$40.00"), ("ladder", "$80.00"), ("sft", "$80.00"), ("dpo", "$80.00")):
         assert stage in estimate and usd in estimate
     # Once a run has spent something on the booking, the next review says how much.
     ref = person.confirm(tenant.request_id())

@@ -159,7 +159,7 @@ async def test_hostile_backend_text_never_leaves_through_mcp(
         assert_clean(message, world, where="progress")
     assert any("⟨U+001B⟩" in text for text in seen)  # shown, not interpreted
     assert_clean(trail.read_text(), world, allow_newlines=True, where="audit")
-    status = json.loads(next(t for t in seen if '"stages"' in t))
+    status = json.loads(next(t for t in seen if '"failed_gates"' in t))  # a run's status, not a plan's estimate
     stage = status["data"]["stages"][0]
     assert stage["name"] == "sft⟨U+001B⟩]0;<redacted>⟨U+0007⟩"
     assert any(v.startswith("<redacted: looked like a credential") for v in stage["gate"]["evals"].values())

@@ -37,7 +37,7 @@ def mode() -> str:
 
 RUN_PATH = "/v1/training-runs/{}"
 CHECKPOINT_STORAGE = "s3://acme-ml-checkpoints/atlas-8b-support/"  # examples/manifest.json
-STAGES = ["data_prep", "sft", "dpo"]  # fine_tune with post_training sft, dpo
+STAGES = ["data_prep", "ladder", "sft", "dpo"]  # fine_tune on custom data, post_training sft, dpo
 CANCEL_ROUTE = "POST /v1/training-runs/{run_id}/cancel"
 WAIT_S = 20  # a wait that should never run out: the run is driven to its end from the progress callback
 
@@ -116,7 +116,7 @@ async def test_status_by_run_id_and_by_key_is_the_backends_own_view(
     key = new_key("status")
     run_id = await create_run(connect, world, manifest_path, key)
     world.op.advance(run_id)
-    world.op.advance(run_id)  # data_prep passed with evals, sft running
+    world.op.advance(run_id)  # data_prep passed with evals, the ladder running
 
     by_id = await call(connect, world, "training_status", {"run_id": run_id})
     by_key = await call(connect, world, "training_status", {"idempotency_key": key})
@@ -136,7 +136,10 @@ async def test_status_by_run_id_and_by_key_is_the_backends_own_view(
     assert data["stages"] == backend_view["stages"]  # exactly as reported, JSON types included
     assert [s["name"] for s in data["stages"]] == STAGES
     assert data["stages"][0]["gate"]["status"] == "passed" and data["stages"][0]["gate"]["evals"]
-    assert [s["gate"]["status"] for s in data["stages"][1:]] == ["pending", "pending"]
+    assert [s["gate"]["status"] for s in data["stages"][1:]] == ["pending", "pending", "pending"]
+    assert [s["gate"]["battery"]["name"] for s in data["stages"]] == ["data-prep-v1", "ladder-150m-v1", "sft-v1",
+                                                                     "dpo-v1"]
+    assert data["proposed_actions"] == [] and data["interruptions"] == []
 
 
 async def test_stage_evals_keep_the_backends_json_types(
@@ -303,8 +306,8 @@ async def test_a_failed_gate_is_reported_and_final(
     connect: ClientFactory, world: World, manifest_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_id = await create_run(connect, world, manifest_path)
-    world.op.advance(run_id)
-    world.op.advance(run_id)  # data_prep passed, sft running
+    for _ in range(3):
+        world.op.advance(run_id)  # data_prep and the ladder passed, sft running
     evals = {"loss": 3.75, "eval_loss": 4.5, "score/acme-support-heldout": 0.125}
     world.op.fail_gate(run_id, evals=evals)
 
@@ -317,7 +320,7 @@ async def test_a_failed_gate_is_reported_and_final(
     assert sft["gate"]["status"] == "failed"
     assert {k: Decimal(str(v)) for k, v in sft["gate"]["evals"].items()} == {k: Decimal(str(v)) for k, v in evals.items()}
     assert data["stages"][0]["gate"]["status"] == "passed"
-    assert [s["state"] for s in data["stages"]] == ["passed", "failed", "skipped"]
+    assert [s["state"] for s in data["stages"]] == ["passed", "passed", "failed", "skipped"]
     assert data["stages"] == op_run(world, run_id)["stages"]
     assert "override" in envelope["notice"] and "failed_gates" in envelope["notice"]
 
@@ -434,7 +437,7 @@ async def test_metrics_and_checkpoints_after_advancing(
     connect: ClientFactory, world: World, manifest_path: str
 ) -> None:
     run_id = await create_run(connect, world, manifest_path)
-    for _ in range(3):  # start, pass data_prep, pass sft
+    for _ in range(4):  # start, pass data_prep, pass the ladder, pass sft
         world.op.advance(run_id)
     metrics = await call(connect, world, "training_metrics", {"run_id": run_id})
     assert metrics["ok"] is True and metrics["live_api_contacted"] is True

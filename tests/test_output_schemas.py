@@ -118,6 +118,20 @@ async def test_every_tool_succeeds_and_refuses_within_its_output_schema(
         await call("list_checkpoints", {"run_id": run_id})
         await call("list_checkpoints", {"run_id": "run_nobody"})
 
+        # An interruption, a loss spike and the restart the user confirms.
+        world.op.advance(run_id)  # the ladder passed, sft running
+        world.op.interrupt(run_id)
+        proposal = world.op.spike(run_id)["proposed_actions"][0]
+        await call("training_status", {"run_id": run_id})
+        await call("training_metrics", {"run_id": run_id})
+        await call("request_confirmation", {"action": "training.restart", "run_id": run_id})
+        restart = {"run_id": run_id, "idempotency_key": _key("restart")}
+        await call("restart_training", restart)
+        restart_ref = world.op.confirmation(world.account, "training.restart", world.booking,
+                                            proposal["repeated_cost_usd"], run_id=run_id,
+                                            proposal_id=proposal["proposal_id"])["ref"]
+        assert (await call("restart_training", {**restart, "confirmation_ref": restart_ref}))["ok"]
+
         def confirm(action: str) -> str:
             return str(world.op.confirmation(world.account, action, world.booking, "0.00", run_id=run_id)["ref"])
 

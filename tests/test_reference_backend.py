@@ -240,8 +240,13 @@ def test_create_replay_conflict_and_confirmation_consumed_with_the_run(rb: Refer
     assert first.status_code == 201
     run = first.json()
     assert run["state"] == "queued" and run["idempotency_key"] == key and run["manifest_sha256"] == sha(MANIFEST)
-    assert [s["name"] for s in run["stages"]] == ["data_prep", "sft", "dpo"]
-    assert all(s["state"] == "pending" and s["gate"] == {"status": "pending", "evals": {}} for s in run["stages"])
+    # The example's data is not on the backend's list of known datasets: the ladder checks it first.
+    assert [s["name"] for s in run["stages"]] == ["data_prep", "ladder", "sft", "dpo"]
+    assert all(s["state"] == "pending" and s["gate"]["status"] == "pending" and s["gate"]["evals"] == {}
+               for s in run["stages"])
+    assert [s["gate"]["battery"]["name"] for s in run["stages"]] == ["data-prep-v1", "ladder-150m-v1", "sft-v1",
+                                                                    "dpo-v1"]
+    assert run["proposed_actions"] == [] and run["interruptions"] == []
 
     replay = tenant.submit(key, ref=ref)
     assert replay.status_code == 200 and replay.json() == run
@@ -497,31 +502,43 @@ def test_advance_fail_gate_finish_lifecycle(rb: ReferenceBackend, tenant: Tenant
     run = tenant.created_run()
     run_id = run["run_id"]
     metrics = tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()
-    assert metrics == {"goodput": 0.0, "interruption_rate": 0.0, "checkpoint_bandwidth_gbps": 0.0, "step": 0,
-                       "loss": None, "cost_usd_to_date": "0.00"}
+    assert {k: metrics[k] for k in ("goodput", "interruption_rate", "checkpoint_bandwidth_gbps", "step", "loss",
+                                    "cost_usd_to_date")} == {
+        "goodput": 0.0, "interruption_rate": 0.0, "checkpoint_bandwidth_gbps": 0.0, "step": 0, "loss": None,
+        "cost_usd_to_date": "0.00"}
+    assert metrics["interruptions"]["count"] == 0 and metrics["rl"] is None
     started = rb.op.advance(run_id)
     assert started["state"] == "running"
-    assert [s["state"] for s in started["stages"]] == ["running", "pending", "pending"]
+    assert [s["state"] for s in started["stages"]] == ["running", "pending", "pending", "pending"]
     passed = rb.op.advance(run_id)
-    assert [s["state"] for s in passed["stages"]] == ["passed", "running", "pending"]
+    assert [s["state"] for s in passed["stages"]] == ["passed", "running", "pending", "pending"]
     gate = passed["stages"][0]["gate"]
-    assert gate["status"] == "passed" and {"loss", "eval_loss", "score/mmlu"} <= set(gate["evals"])
+    assert gate["status"] == "passed" and set(gate["evals"]) == set(gate["battery"]["evals"]) == {
+        "dedup_removed_fraction", "decontamination_overlap"}
     assert tenant.http.get(f"/v1/training-runs/{run_id}").json() == passed
+    # Data prep and the ladder do not train the model: no step, no checkpoint yet.
+    assert tenant.http.get(f"/v1/training-runs/{run_id}/checkpoints").json()["checkpoints"] == []
+    rb.op.advance(run_id)  # the ladder passes
+    sft = rb.op.advance(run_id)["stages"][2]["gate"]  # sft passes: steps 0-1000, a checkpoint every 500
+    assert set(sft["evals"]) == set(sft["battery"]["evals"]) == {"loss", "eval_loss", "score/mmlu",
+                                                                  "instruction_following"}
     checkpoints = tenant.http.get(f"/v1/training-runs/{run_id}/checkpoints").json()["checkpoints"]
-    assert len(checkpoints) == 1
-    assert checkpoints[0]["uri"].startswith(DOC["checkpoints"]["storage"])
-    assert checkpoints[0]["step"] == 2 * DOC["checkpoints"]["interval_steps"] and checkpoints[0]["size_bytes"] > 0
+    interval = DOC["checkpoints"]["interval_steps"]
+    assert [c["step"] for c in checkpoints] == [interval, 2 * interval]
+    assert all(c["uri"].startswith(DOC["checkpoints"]["storage"]) and c["size_bytes"] > 0 for c in checkpoints)
     metrics = tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()
-    assert metrics["step"] == checkpoints[0]["step"] and metrics["loss"] == gate["evals"]["loss"]
-    # Cost accrues by the estimate's stages (8 GPUs: data_prep 1 h, sft 5 h, dpo 4 h at 2.50/GPU-hour),
-    # never by the confirmed maximum (1200.00).
-    assert metrics["cost_usd_to_date"] == "20.00" and 0 < metrics["goodput"] <= 1
+    assert metrics["step"] == checkpoints[-1]["step"] and metrics["loss"] == sft["evals"]["loss"]
+    # Cost accrues by the estimate's stages (8 GPUs, fp8: data_prep 1 h, ladder 3 h, sft 4 h, dpo 3 h at
+    # 2.50/GPU-hour), never by the confirmed maximum (1200.00).
+    assert metrics["cost_usd_to_date"] == "160.00" and metrics["goodput"] == 1.0
 
     done = rb.op.finish(run_id)
     assert done["state"] == "succeeded"
     assert all(s["state"] == "passed" and s["gate"]["status"] == "passed" for s in done["stages"])
-    assert tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"] == "200.00"
-    assert len(tenant.http.get(f"/v1/training-runs/{run_id}/checkpoints").json()["checkpoints"]) == 3
+    assert tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"] == "220.00"
+    # Two training stages of 1000 steps: checkpoints at 500 ... 2000, the last 3 kept (retain_last).
+    assert [c["step"] for c in tenant.http.get(f"/v1/training-runs/{run_id}/checkpoints").json()["checkpoints"]] == [
+        2 * interval, 3 * interval, 4 * interval]
     for action in (rb.op.advance, rb.op.finish, rb.op.fail_gate):
         with pytest.raises(OperatorError) as info:
             action(run_id)
@@ -530,15 +547,15 @@ def test_advance_fail_gate_finish_lifecycle(rb: ReferenceBackend, tenant: Tenant
 
 def test_cost_accrues_by_the_estimates_stages_capped_by_the_confirmed_maximum(rb: ReferenceBackend,
                                                                               make_tenant: MakeTenant) -> None:
-    # 16 GPUs: data_prep 1 h, sft 3 h, dpo 2 h -> 40.00, 120.00, 80.00 (estimate 240.00).
+    # 16 GPUs: data_prep 1 h, ladder 2 h, sft 2 h, dpo 2 h -> 40.00, 80.00, 80.00, 80.00 (estimate 280.00).
     tenant = make_tenant(nodes=2, gpus_per_node=8)
     costs = []
     run_id = tenant.created_run()["run_id"]
     rb.op.advance(run_id)
-    for _ in range(3):
+    for _ in range(4):
         rb.op.advance(run_id)
         costs.append(tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"])
-    assert costs == ["40.00", "160.00", "240.00"]  # not 400.00, 800.00, 1200.00 (the confirmed maximum)
+    assert costs == ["40.00", "120.00", "200.00", "280.00"]  # not 300.00 ... 1200.00 (the confirmed maximum)
     # A maximum below the estimate caps what the run accrues.
     capped = variant(budget={"ceiling_usd": "4800.00", "max_incremental_cost_usd": "100.00"})
     run_id = tenant.created_run(capped)["run_id"]
@@ -549,13 +566,16 @@ def test_cost_accrues_by_the_estimates_stages_capped_by_the_confirmed_maximum(rb
     assert tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()["cost_usd_to_date"] == "100.00"
 
     failing = tenant.created_run(variant(target="pretrain", post_training=["sft"]))
-    assert [s["name"] for s in failing["stages"]] == ["data_prep", "pretrain", "mid_train", "long_context", "sft"]
-    rb.op.advance(failing["run_id"])
-    rb.op.advance(failing["run_id"])
+    assert [s["name"] for s in failing["stages"]] == ["data_prep", "ladder", "pretrain", "mid_train", "long_context",
+                                                      "sft"]
+    for _ in range(3):
+        rb.op.advance(failing["run_id"])
     failed = rb.op.fail_gate(failing["run_id"], evals={"eval_loss": 9.5})
     assert failed["state"] == "gate_failed"
-    assert [s["state"] for s in failed["stages"]] == ["passed", "failed", "skipped", "skipped", "skipped"]
-    assert failed["stages"][1]["gate"] == {"status": "failed", "evals": {"eval_loss": 9.5}}
+    assert [s["state"] for s in failed["stages"]] == ["passed", "passed", "failed", "skipped", "skipped", "skipped"]
+    assert failed["stages"][2]["gate"] == {"status": "failed", "evals": {"eval_loss": 9.5},
+                                           "battery": {"name": "pretrain-core-v1",
+                                                       "evals": ["loss", "eval_loss", "score/mmlu"]}}
     with pytest.raises(OperatorError) as info:
         rb.op.advance(failing["run_id"])
     assert info.value.status == 409
@@ -563,7 +583,7 @@ def test_cost_accrues_by_the_estimates_stages_capped_by_the_confirmed_maximum(rb
     assert r.status_code == 409 and code(r) == "run_not_cancellable"
 
     rl = tenant.created_run(variant(target="rl", post_training=["sft"]))
-    assert [s["name"] for s in rl["stages"]] == ["data_prep", "sft", "rlvr"]
+    assert [s["name"] for s in rl["stages"]] == ["data_prep", "ladder", "sft", "rlvr"]
     assert rb.op.fail_gate(rl["run_id"])["stages"][0]["state"] == "failed"  # from queued: the first gate
     assert any(r["run_id"] == rl["run_id"] for r in rb.op.runs())
 

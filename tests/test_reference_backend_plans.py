@@ -22,7 +22,7 @@ rb, make_tenant = base.rb, base.make_tenant  # the module-scoped backend and the
 _no_leftover_faults = base._no_leftover_faults
 
 PLAN_KEYS = {"plan_id", "account_id", "booking_id", "manifest_sha256", "valid", "checks", "estimate",
-             "confirmation_request", "created_at"}
+             "parallelism", "confirmation_request", "created_at"}
 REQUEST_KEYS = {"request_id", "account_id", "action", "status", "booking_id", "run_id", "plan_id", "manifest_sha256",
                 "max_cost_usd", "review_url", "expires_at", "created_at", "decided_at", "confirmation_ref"}
 
@@ -62,9 +62,14 @@ def test_a_valid_plan_opens_a_pending_request_and_keeps_the_exact_bytes(rb: Refe
     assert (body["account_id"], body["booking_id"], body["manifest_sha256"]) == (
         tenant.account_id, tenant.booking_id, sha(raw))
     assert body["checks"] == [{"name": n, "status": "passed", "reason": None, "message": None} for n in CHECK_NAMES]
-    # fine_tune of 8.03B parameters: data_prep, sft, dpo on 16 GPUs -> 1 + 3 + 2 hours x 16 GPUs, at 2.50/GPU-hour.
-    assert body["estimate"]["usd"] == "240.00" and body["estimate"]["gpu_hours"] == 96.0
+    # fine_tune of 8.03B parameters on custom data: data_prep, ladder, sft, dpo on 16 GPUs at fp8 ->
+    # 1 + 2 + 2 + 2 hours x 16 GPUs, at 2.50/GPU-hour.
+    assert body["estimate"]["usd"] == "280.00" and body["estimate"]["gpu_hours"] == 112.0
     assert "16 GPU(s)" in body["estimate"]["basis"] and "2.50" in body["estimate"]["basis"]
+    assert "ladder" in body["estimate"]["basis"] and "fp8" in body["estimate"]["basis"]
+    assert {k: v for k, v in body["parallelism"].items() if k != "reasons"} == {
+        "gpus": 16, "data": 16, "tensor": 1, "pipeline": 1, "sharding": "within_node", "precision": "fp8"}
+    assert len(body["parallelism"]["reasons"]) == 4
     request = body["confirmation_request"]
     assert set(request) == REQUEST_KEYS
     assert request["request_id"].startswith("creq_") and request["status"] == "pending"
@@ -86,20 +91,27 @@ def test_the_estimate_is_deterministic_and_follows_the_booking(make_tenant: Make
     small, large = make_tenant(nodes=1, gpus_per_node=8), make_tenant(nodes=4, gpus_per_node=8)
     a, b = plan(small).json()["estimate"], plan(small, variant(description="another")).json()["estimate"]
     assert a == b
-    # 8 GPUs: data_prep ceil(4.02/8)=1, sft ceil(32.1/8)=5, dpo ceil(24.1/8)=4 -> 10 h x 8 = 80 GPU-hours.
-    assert a["gpu_hours"] == 80.0 and a["usd"] == "200.00"
+    # 8 GPUs at fp8 (0.75 of the bf16 hours): data_prep ceil(4.02/8)=1, ladder ceil(24/8)=3, sft ceil(24.1/8)=4,
+    # dpo ceil(18.1/8)=3 -> 11 h x 8 = 88 GPU-hours.
+    assert a["gpu_hours"] == 88.0 and a["usd"] == "220.00"
     assert a["stages"] == [{"name": "data_prep", "gpu_hours": 8.0, "usd": "20.00"},
-                           {"name": "sft", "gpu_hours": 40.0, "usd": "100.00"},
-                           {"name": "dpo", "gpu_hours": 32.0, "usd": "80.00"}]  # sums to the estimate
-    # 32 GPUs: data_prep 1, sft ceil(32.1/32)=2, dpo ceil(24.1/32)=1 -> 4 h x 32 = 128 GPU-hours.
+                           {"name": "ladder", "gpu_hours": 24.0, "usd": "60.00"},
+                           {"name": "sft", "gpu_hours": 32.0, "usd": "80.00"},
+                           {"name": "dpo", "gpu_hours": 24.0, "usd": "60.00"}]  # sums to the estimate
+    # 32 GPUs: every stage fits one hour -> 4 h x 32 = 128 GPU-hours.
     assert plan(large).json()["estimate"] == {
         **a, "gpu_hours": 128.0, "usd": "320.00", "basis": a["basis"].replace("8 GPU(s)", "32 GPU(s)"),
-        "stages": [{"name": "data_prep", "gpu_hours": 32.0, "usd": "80.00"},
-                   {"name": "sft", "gpu_hours": 64.0, "usd": "160.00"},
-                   {"name": "dpo", "gpu_hours": 32.0, "usd": "80.00"}]}
+        "stages": [{"name": name, "gpu_hours": 32.0, "usd": "80.00"} for name in ("data_prep", "ladder", "sft", "dpo")]}
     pretrain = variant(target="pretrain", post_training=[])
-    # pretrain stages: data_prep 1, pretrain ceil(1606/8)=201, mid_train ceil(401.5/8)=51, long_context ceil(200.8/8)=26.
-    assert plan(small, pretrain).json()["estimate"]["gpu_hours"] == (1 + 201 + 51 + 26) * 8
+    # pretrain stages: data_prep 1, ladder 3, pretrain ceil(1204.6/8)=151, mid_train ceil(301.1/8)=38,
+    # long_context ceil(150.6/8)=19.
+    assert plan(small, pretrain).json()["estimate"]["gpu_hours"] == (1 + 3 + 151 + 38 + 19) * 8
+    # Data on the backend's list of known datasets needs no ladder; bf16 (a GPU without FP8) takes longer.
+    known = variant(data=[{**DOC["data"][0], "uri": "hf://datasets/allenai/tulu-3-sft-mixture"}])
+    assert [s["name"] for s in plan(small, known).json()["estimate"]["stages"]] == ["data_prep", "sft", "dpo"]
+    a100 = make_tenant(nodes=1, gpus_per_node=8, gpu="A100-80GB")
+    found = plan(a100, known).json()
+    assert found["parallelism"]["precision"] == "bf16" and found["estimate"]["stages"][1]["gpu_hours"] == 40.0
 
 
 def test_a_plan_reports_every_failed_check_and_opens_no_request(rb: ReferenceBackend, make_tenant: MakeTenant) -> None:
@@ -110,8 +122,8 @@ def test_a_plan_reports_every_failed_check_and_opens_no_request(rb: ReferenceBac
     assert body["valid"] is False and body["confirmation_request"] is None
     assert [(c["name"], c["status"], c["reason"]) for c in body["checks"]] == [
         ("manifest", "passed", None), ("capacity", "failed", "capacity"), ("fabric", "failed", "fabric"),
-        ("data_policy", "failed", "data_policy"), ("checkpoint_storage", "passed", None),
-        ("budget", "failed", "above_account_limit")]
+        ("parallelism", "failed", "tensor_across_nodes"), ("data_policy", "failed", "data_policy"),
+        ("checkpoint_storage", "passed", None), ("budget", "failed", "above_account_limit")]
     assert all(c["message"] for c in body["checks"] if c["status"] == "failed")
     assert body["estimate"] is not None  # the manifest parsed, so it can still be estimated
     assert rb.query("SELECT COUNT(*) AS n FROM confirmation_requests WHERE account_id = ?",
@@ -358,12 +370,12 @@ def test_public_url_must_be_an_origin(tmp_path: Any, bad: str) -> None:
 
 
 def test_fail_gate_at_a_named_stage(rb: ReferenceBackend, tenant: Tenant) -> None:
-    run_id = tenant.created_run()["run_id"]  # data_prep, sft, dpo
+    run_id = tenant.created_run()["run_id"]  # data_prep, ladder, sft, dpo
     with pytest.raises(OperatorError) as err:
         rb.op.fail_gate(run_id, stage="pretrain")
     assert (err.value.status, err.value.code) == (422, "stage_not_found")
     rb.op.advance(run_id)
-    rb.op.advance(run_id)  # data_prep passed, sft running
+    rb.op.advance(run_id)  # data_prep passed, the ladder running
     with pytest.raises(OperatorError) as err:
         rb.op.fail_gate(run_id, stage="data_prep")
     assert (err.value.status, err.value.code) == (409, "stage_passed")
@@ -373,15 +385,16 @@ def test_fail_gate_at_a_named_stage(rb: ReferenceBackend, tenant: Tenant) -> Non
     failed = rb.op.fail_gate(run_id, stage="dpo", evals={"loss": 9.5})
     assert failed["state"] == "gate_failed"
     assert [(s["name"], s["state"]) for s in failed["stages"]] == [
-        ("data_prep", "passed"), ("sft", "passed"), ("dpo", "failed")]
-    assert failed["stages"][2]["gate"] == {"status": "failed", "evals": {"loss": 9.5}}
+        ("data_prep", "passed"), ("ladder", "passed"), ("sft", "passed"), ("dpo", "failed")]
+    assert failed["stages"][3]["gate"] == {"status": "failed", "evals": {"loss": 9.5}, "battery": {
+        "name": "dpo-v1", "evals": ["loss", "eval_loss", "score/mmlu", "reward_margin"]}}
 
 
 def test_metric_history_follows_the_gates(rb: ReferenceBackend, tenant: Tenant) -> None:
     run_id = tenant.created_run()["run_id"]
     rb.op.finish(run_id)
     points = rb.query("SELECT step, loss, goodput FROM metric_history WHERE run_id = ? ORDER BY step", (run_id,))
-    assert len(points) == 12  # four points per passed stage
+    assert len(points) == 8  # four points per passed training stage (sft, dpo)
     assert [p["step"] for p in points] == sorted({p["step"] for p in points})
     metrics = tenant.http.get(f"/v1/training-runs/{run_id}/metrics").json()
     assert points[-1]["step"] == metrics["step"] and points[-1]["loss"] == metrics["loss"]

@@ -182,6 +182,17 @@ async def test_every_tool_over_streamable_http(
             checkpoints = await call("list_checkpoints", {"run_id": run_id})
             assert checkpoints["data"]["run_id"] == run_id and isinstance(checkpoints["data"]["checkpoints"], list)
 
+            # A restart the backend proposes after a loss spike, confirmed by the person (headless here).
+            for _ in range(3):
+                world.op.advance(run_id)  # data_prep and the ladder pass; sft runs
+            proposal = world.op.spike(run_id)["proposed_actions"][0]
+            restart_ref = world.op.confirmation(world.account, "training.restart", world.booking,
+                                                proposal["repeated_cost_usd"], run_id=run_id,
+                                                proposal_id=proposal["proposal_id"])["ref"]
+            restarted = await call("restart_training", {"run_id": run_id, "confirmation_ref": restart_ref,
+                                                        "idempotency_key": new_key(f"restart-{mode}")})
+            assert restarted["data"]["action"] == "restart" and restarted["data"]["proposed_actions"] == []
+
             # The person's step: a plan and a cancel request, each decided by the person at the desk.
             plan = await call("plan_training", {"booking_id": world.booking, "manifest_path": http_manifest})
             request_id = plan["data"]["confirmation_request"]["request_id"]

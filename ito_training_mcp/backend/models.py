@@ -28,6 +28,8 @@ REQUIRED_OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "ca
 # The person's step (plans, confirmation requests): required on top of the seven by plan_training,
 # request_confirmation and confirmation_status only.
 CONFIRMATION_OPERATIONS = ("plan", "confirmation_requests")
+# Restarting a run from a checkpoint the backend proposed: required by restart_training (and by asking for it).
+RESTART_OPERATION = "restart"
 MAX_REVIEW_URL_CHARS = 2048
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 _DECIMAL = re.compile(r"^-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$")
@@ -170,15 +172,58 @@ TERMINAL_STATES = frozenset(
 )
 
 
+class Battery(_Response):
+    """A stage gate's fixed, named eval battery."""
+
+    name: Code
+    evals: list[Code] = Field(max_length=64)
+
+
 class StageGate(_Response):
     status: Literal["pending", "passed", "failed"]
     evals: dict[str, Any] = Field(default_factory=dict, max_length=256)
+    battery: Battery | None = None
 
 
 class Stage(_Response):
     name: Code
     state: Code
     gate: StageGate
+
+
+class Interruption(_Response):
+    """One interruption of a run: where it struck, what was run again, how long detection and resume took."""
+
+    interruption_id: Id
+    at: Timestamp
+    stage: Code
+    step: StrictInt = Field(ge=0)
+    resumed_from_step: StrictInt = Field(ge=0)
+    checkpoint_id: Id | None = None
+    steps_lost: StrictInt = Field(ge=0)
+    detect_s: Number = Field(ge=0)
+    resume_s: Number = Field(ge=0)
+    within_targets: StrictBool
+    cause: Code
+
+
+class ProposedAction(_Response):
+    """An action the backend proposes and only a person may confirm: a restart from a checkpoint after a
+    loss spike (`training.restart`)."""
+
+    proposal_id: Id
+    action: Code
+    reason: Code
+    status: Code
+    stage: Code
+    spike_step: StrictInt = Field(ge=0)
+    spike_loss: Number
+    loss_before: Number
+    checkpoint_id: Id | None = None
+    checkpoint_step: StrictInt = Field(ge=0)
+    repeated_steps: StrictInt = Field(ge=0)
+    repeated_cost_usd: Money
+    proposed_at: Timestamp
 
 
 class Run(_Response):
@@ -191,6 +236,13 @@ class Run(_Response):
     created_at: Timestamp
     updated_at: Timestamp
     stages: list[Stage] = Field(max_length=64)
+    proposed_actions: list[ProposedAction] = Field(default_factory=list, max_length=8)
+    interruptions: list[Interruption] = Field(default_factory=list, max_length=64)
+
+    @property
+    def pending_restart(self) -> ProposedAction | None:
+        return next((p for p in self.proposed_actions if p.action == "training.restart" and p.status == "pending"),
+                    None)
 
     def as_data(self) -> dict[str, Any]:
         """The run as the envelope reports it: the backend's own words, JSON-safe."""
@@ -212,6 +264,32 @@ class Logs(_Response):
     next_cursor: Annotated[StrictStr, Field(max_length=512, pattern=r"^[A-Za-z0-9._:=-]+$")] | None = None
 
 
+class InterruptionSummary(_Response):
+    count: StrictInt = Field(ge=0)
+    steps_lost: StrictInt = Field(ge=0)
+    mean_detect_s: Number | None = None
+    mean_resume_s: Number | None = None
+    max_detect_s: Number | None = None
+    max_resume_s: Number | None = None
+    detect_target_s: Number
+    resume_target_s: Number
+    within_targets: StrictBool
+    last: Interruption | None = None
+
+
+class RlSplit(_Response):
+    """The RL stage: the algorithm and its stability fixes, the trainer/rollout split, rollout staleness."""
+
+    algorithm: Code
+    stability_fixes: list[Code] = Field(max_length=16)
+    trainer_gpus: StrictInt = Field(ge=0)
+    rollout_gpus: StrictInt = Field(ge=0)
+    colocated: StrictBool
+    staleness_steps: StrictInt = Field(ge=0)
+    staleness_bound_steps: StrictInt = Field(ge=0)
+    within_bound: StrictBool
+
+
 class Metrics(_Response):
     goodput: Number | None = None
     interruption_rate: Number | None = None
@@ -219,6 +297,8 @@ class Metrics(_Response):
     step: StrictInt | None = Field(default=None, ge=0)
     loss: Number | None = None
     cost_usd_to_date: Money | None = None
+    interruptions: InterruptionSummary | None = None
+    rl: RlSplit | None = None
 
 
 class CheckpointInfo(_Response):
@@ -242,7 +322,7 @@ class CleanupResult(_Response):
 # ---------------------------------------------------------------------- the person's step
 
 
-RequestAction = Literal["training.create", "training.cancel", "training.cleanup"]
+RequestAction = Literal["training.create", "training.cancel", "training.cleanup", "training.restart"]
 RequestStatus = Literal["pending", "confirmed", "declined", "expired"]
 
 
@@ -280,10 +360,29 @@ class PlanCheck(_Response):
     message: Annotated[StrictStr, Field(max_length=1024)] | None = None
 
 
+class EstimateLine(_Response):
+    name: Code
+    gpu_hours: Number = Field(ge=0)
+    usd: Money
+
+
 class Estimate(_Response):
     usd: Money
     gpu_hours: Number = Field(ge=0)
     basis: Annotated[StrictStr, Field(max_length=1024)]
+    stages: list[EstimateLine] | None = Field(default=None, max_length=64)
+
+
+class Parallelism(_Response):
+    """The layout the backend chose for the model on the booking, and why."""
+
+    gpus: StrictInt = Field(ge=0)
+    data: StrictInt = Field(ge=0)
+    tensor: StrictInt = Field(ge=0)
+    pipeline: StrictInt = Field(ge=0)
+    sharding: Code
+    precision: Code
+    reasons: list[Annotated[StrictStr, Field(max_length=1024)]] = Field(max_length=16)
 
 
 class Plan(_Response):
@@ -297,6 +396,7 @@ class Plan(_Response):
     valid: StrictBool
     checks: list[PlanCheck] = Field(min_length=1, max_length=32)
     estimate: Estimate | None = None
+    parallelism: Parallelism | None = None
     confirmation_request: ConfirmationRequest | None = None
     created_at: Timestamp
 

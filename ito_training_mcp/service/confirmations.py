@@ -5,10 +5,10 @@ agent only ever holds an opaque, non-authorising reference. These operations are
 asks for one and learns the outcome:
 
     plan_training (gates 0-4 as in submit, then POST /v1/training-plans with the bytes hashed at
-    gate 2) or request_confirmation (cancel / cleanup of a run) -> a pending request with a
-    review_url -> the person decides at the desk -> confirmation_status (polls; reports the
-    decision and, once confirmed, the confirmation_ref) -> submit / cancel / cleanup, whose gate 6
-    is unchanged.
+    gate 2) or request_confirmation (cancel / cleanup of a run, or the restart the backend proposed
+    after a loss spike) -> a pending request with a review_url -> the person decides at the desk ->
+    confirmation_status (polls; reports the decision and, once confirmed, the confirmation_ref) ->
+    submit / cancel / cleanup / restart, whose gate 6 is unchanged.
 
 Every answer is checked for what its types cannot say: the plan and its request are bound to this
 account, booking and digest, the request to the manifest's maximum incremental cost, a cancel or
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ito_training_mcp.backend.client import BackendClient, BackendRefusal, segment
-from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, ConfirmationRequest, Plan
+from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, RESTART_OPERATION, ConfirmationRequest, Plan
 from ito_training_mcp.egress.clean import clean_envelope, clean_line, clean_progress
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate, success
 from ito_training_mcp.errors import Refusal
@@ -45,9 +45,9 @@ from ito_training_mcp.service.notices import (
 from ito_training_mcp.service.reviews import review_data
 from ito_training_mcp.service.waiting import MonotonicClock, Position, wait_data, wait_until
 
-RUN_ACTIONS = ("training.cancel", "training.cleanup")
+RUN_ACTIONS = ("training.cancel", "training.cleanup", "training.restart")
 NEXT_TOOL = {"training.create": "submit_training", "training.cancel": "cancel_training",
-             "training.cleanup": "cleanup_training"}
+             "training.cleanup": "cleanup_training", "training.restart": "restart_training"}
 ELICITATION_KEY = "ito_review"
 
 _MAYBE_OPENED = (
@@ -61,9 +61,10 @@ _TOO_MANY = (
 )
 
 
-def _operations() -> tuple[str, ...]:
+def _operations(action: str | None = None) -> tuple[str, ...]:
+    """The operations beyond the lifecycle's seven these tools need (asking for a restart needs `restart`)."""
 
-    return CONFIRMATION_OPERATIONS
+    return (*CONFIRMATION_OPERATIONS, *((RESTART_OPERATION,) if action == "training.restart" else ()))
 
 
 class ConfirmationOperations(ServiceBase):
@@ -93,7 +94,7 @@ class ConfirmationOperations(ServiceBase):
             chosen = inputs.one_of(action, "action", RUN_ACTIONS)            # 0 input
             run_ref = inputs.identifier(run_id, "run_id")
             call.note(action=chosen, run_id=run_ref)
-            async with self._authenticated(call, _operations()) as (api, settings):   # 1, 3 (+2), credential
+            async with self._authenticated(call, _operations(chosen)) as (api, settings):  # 1, 3 (+2), credential
                 account_id = await self._account_id(api, settings, Gate.CONFIRMATION)
                 request = await self._post_request(api, chosen, run_ref)
             if (request.account_id, request.action, request.run_id) != (account_id, chosen, run_ref) or (
@@ -105,7 +106,7 @@ class ConfirmationOperations(ServiceBase):
             data = {
                 "request_id": request.request_id, "action": request.action, "status": request.status,
                 "review_url": request.review_url, "expires_at": _rfc3339(request, "expires_at"),
-                "run_id": run_ref, "booking_id": request.booking_id,
+                "run_id": run_ref, "booking_id": request.booking_id, "max_cost_usd": f"{request.max_cost_usd}",
             }
             return data, request_opened(chosen, run_ref)
 
@@ -162,7 +163,8 @@ class ConfirmationOperations(ServiceBase):
         return plan
 
     async def _post_request(self, api: BackendClient, action: str, run_id: str) -> ConfirmationRequest:
-        """`POST /v1/confirmation-requests`: a request to cancel or clean up a run. Not keyed, never resent."""
+        """`POST /v1/confirmation-requests`: a request to cancel, clean up or restart a run. Not keyed, never
+        resent."""
 
         try:
             _, request = await api.request("POST", "/v1/confirmation-requests", ConfirmationRequest,
@@ -200,6 +202,12 @@ def _opening_refused(refused: BackendRefusal, tool: str) -> Refusal:
         refused.next_step = (
             "The backend computed a different digest for the manifest bytes this server sent. Nothing was opened. "
             "Tell the user; call digest_manifest and plan_training again once; if it persists, hand control back."
+        )
+    elif refused.code is ErrorCode.VALIDATION_REJECTED and details.get("reason") == "no_restart_proposed":
+        refused.next_step = (
+            "The backend has no pending restart proposal for this run: a restart is only ever its proposal after a "
+            "loss spike (training_status shows it in data.proposed_actions), decided once. Report the run's state; "
+            "do not ask again."
         )
     elif refused.code is ErrorCode.VALIDATION_REJECTED and details.get("reason") == "run_active":
         refused.next_step = (
@@ -248,8 +256,10 @@ def _plan_data(plan: Plan, digested: DigestedManifest) -> dict[str, Any]:
     ]
     estimate = None
     if plan.estimate is not None:
+        lines = None if plan.estimate.stages is None else [
+            {"name": line.name, "gpu_hours": line.gpu_hours, "usd": f"{line.usd}"} for line in plan.estimate.stages]
         estimate = {"usd": f"{plan.estimate.usd}", "gpu_hours": plan.estimate.gpu_hours,
-                    "basis": plan.estimate.basis}
+                    "basis": plan.estimate.basis, "stages": lines}
     opened = None
     if request is not None:
         opened = {"request_id": request.request_id, "action": request.action, "status": request.status,
@@ -264,6 +274,7 @@ def _plan_data(plan: Plan, digested: DigestedManifest) -> dict[str, Any]:
         "checks": checks,
         "failed_checks": [c.name for c in plan.checks if c.status == "failed"],
         "estimate": estimate,
+        "parallelism": None if plan.parallelism is None else plan.parallelism.model_dump(mode="json"),
         "confirmation_request": opened,
         "max_cost_usd": f"{digested.manifest.budget.max_incremental_cost_usd}",
         "created_at": _rfc3339(plan, "created_at"),
@@ -325,7 +336,9 @@ def review_offer(tool: str, envelope: Envelope) -> ReviewOffer | None:
                 f"USD for this submission, manifest sha256 {str(data['manifest_sha256'])[:12]}...")
     elif tool == "request_confirmation":
         request = data
-        verb = "cancelling" if data["action"] == "training.cancel" else "cleaning up (the booking stays untouched)"
+        verb = {"training.cancel": "cancelling",
+                "training.restart": f"restarting (at most {data.get('max_cost_usd')} USD for the steps run again)"
+                }.get(data["action"], "cleaning up (the booking stays untouched)")
         what = f"{verb} training run {data['run_id']} at the Itô desk"
     else:
         return None

@@ -1,4 +1,5 @@
-"""Following a run (status, logs, metrics, checkpoints) and its two mutations (cancel, cleanup)."""
+"""Following a run (status, logs, metrics, checkpoints) and its mutations: cancel, cleanup, and the restart
+a person confirmed after the backend proposed it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from ito_training_mcp.backend.client import BackendClient, BackendRefusal, run_path, segment
 from ito_training_mcp.backend.models import (
+    RESTART_OPERATION,
     TERMINAL_STATES,
     Checkpoints,
     CleanupResult,
@@ -30,6 +32,8 @@ from ito_training_mcp.service.notices import (
     NOTICE_LOGS_END,
     NOTICE_NO_RUN,
     NOTICE_READ_ONLY,
+    NOTICE_RESTART_PROPOSED,
+    NOTICE_RESTARTED,
     NOTICE_STATUS,
     NOTICE_STILL_RUNNING,
     NOTICE_TERMINAL,
@@ -39,7 +43,8 @@ from ito_training_mcp.service.waiting import MonotonicClock, Position, Waited, w
 
 
 class LifecycleOperations(ServiceBase):
-    """training_status, training_logs, training_metrics, list_checkpoints, cancel_training, cleanup_training."""
+    """training_status, training_logs, training_metrics, list_checkpoints, cancel_training, cleanup_training,
+    restart_training."""
 
     async def training_status(
         self,
@@ -84,10 +89,10 @@ class LifecycleOperations(ServiceBase):
         self, api: BackendClient, settings: BackendSettings, run_id: str, budget_s: int, progress: Progress | None,
         started: float,
     ) -> Waited[tuple[Run, int | None]]:
-        """Fetch the run; with a budget, poll until it is terminal or the budget is spent, reporting its
-        position (stages passed, out of all stages) and, while it runs, the step its metrics report.
-        A revoked credential ends the wait at once (no further request). Each poll's reads end within
-        what is left of the budget."""
+        """Fetch the run; with a budget, poll until it is terminal, or waits for the user's decision on a
+        restart the backend proposed, or the budget is spent, reporting its position (stages passed, out
+        of all stages) and, while it runs, the step its metrics report. A revoked credential ends the
+        wait at once (no further request). Each poll's reads end within what is left of the budget."""
 
         async def fetch(deadline_s: float | None) -> tuple[Run, int | None]:
             with api.within(deadline_s):
@@ -98,7 +103,8 @@ class LifecycleOperations(ServiceBase):
             return run, step
 
         return await wait_until(
-            fetch, lambda seen: seen[0].state in TERMINAL_STATES, lambda seen: run_position(*seen),
+            fetch, lambda seen: seen[0].state in TERMINAL_STATES or seen[0].pending_restart is not None,
+            lambda seen: run_position(*seen),
             budget_s=budget_s, interval_s=settings.poll_interval_s, progress=progress, started=started,
         )
 
@@ -167,10 +173,14 @@ class LifecycleOperations(ServiceBase):
     async def cleanup_training(self, run_id: object, confirmation_ref: object, idempotency_key: object) -> Envelope:
         return await self._run_mutation("cleanup_training", "cleanup", run_id, confirmation_ref, idempotency_key)
 
+    async def restart_training(self, run_id: object, confirmation_ref: object, idempotency_key: object) -> Envelope:
+        return await self._run_mutation("restart_training", "restart", run_id, confirmation_ref, idempotency_key)
+
     async def _run_mutation(
         self, tool: str, action: str, run_id: object, confirmation_ref: object, idempotency_key: object
     ) -> Envelope:
-        """Cancel and cleanup: their own confirmation (bound to the run) and their own idempotency key.
+        """Cancel, cleanup and restart: their own confirmation (bound to the run; a restart's also to the
+        backend's proposal) and their own idempotency key.
 
         The confirmation is checked before the request for account, action and run. Whether it is
         consumed or expired is left to the backend, which is authoritative and replays the stored
@@ -192,7 +202,7 @@ class LifecycleOperations(ServiceBase):
             call.note(run_id=run_ref, idempotency_key=key, action=action)
             ref = inputs.confirmation_ref(confirmation_ref)
             call.note(confirmation_ref=ref)
-            async with self._authenticated(call) as (api, settings):         # 1, 3
+            async with self._authenticated(call, _extra_operations(action)) as (api, settings):  # 1, 3
                 account_id = await self._account_id(api, settings, Gate.CONFIRMATION)
                 await self._gate_action_confirmation(api, ref, account_id, run_ref, f"training.{action}")  # 6
                 result, recovered = await self._send_mutation(api, settings, action, run_ref, ref, key)  # 7
@@ -237,7 +247,7 @@ class LifecycleOperations(ServiceBase):
         self, api: BackendClient, settings: BackendSettings, action: str, run_id: str, ref: str, key: str
     ) -> tuple[Any, bool]:
 
-        model: type[Run] | type[CleanupResult] = Run if action == "cancel" else CleanupResult
+        model: type[Run] | type[CleanupResult] = CleanupResult if action == "cleanup" else Run
         last: BackendRefusal | None = None
         for round_ in range(settings.recovery_attempts + 1):
             if round_ > 0:
@@ -274,6 +284,10 @@ class LifecycleOperations(ServiceBase):
         )
 
 
+def _extra_operations(action: str) -> tuple[str, ...]:
+    return (RESTART_OPERATION,) if action == "restart" else ()
+
+
 def _run_status(run: Run) -> dict[str, Any]:
     """Everything the backend reports about the run, stage gates and evals exactly as reported."""
     data = run.as_data()
@@ -292,11 +306,13 @@ def run_position(run: Run, step: int | None = None) -> Position:
     """A run's position for progress: stages whose gate passed, plus one half while the next stage runs,
     out of all stages; the words name the state, the current stage and (while running) the step."""
     passed = sum(1 for stage in run.stages if stage.gate.status == "passed")
-    current = next((stage.name for stage in run.stages if stage.state == "running"), None)
+    current = next((stage.name for stage in run.stages if stage.state in ("running", "paused")), None)
     value = passed + (0.5 if current is not None and run.state.value == "running" else 0.0)
     words = f"run {run.run_id}: {run.state.value}"
     if current is not None:
         words += f", stage {current}"
+    if run.pending_restart is not None:
+        words += f", paused: restart from step {run.pending_restart.checkpoint_step} proposed"
     if run.stages:
         words += f" ({passed}/{len(run.stages)} stages passed)"
     if step is not None:
@@ -308,6 +324,8 @@ def _status_notice(run: Run, timed_out: bool) -> str:
 
     if run.state is RunState.GATE_FAILED:
         return NOTICE_GATE_FAILED
+    if run.pending_restart is not None:
+        return NOTICE_RESTART_PROPOSED
     if timed_out:
         return NOTICE_STILL_RUNNING
     if run.state in _terminal_states():
@@ -352,6 +370,9 @@ def _mutation_next_step(refused: Refusal, action: str) -> str | None:
     if refused.code is ErrorCode.CONFIRMATION_CONSUMED:
         return (f"That confirmation was already used. If this is a retry, call {tool} with the idempotency_key of "
                 f"the first attempt; otherwise: {confirm_again[0].lower()}{confirm_again[1:]}")
+    if refused.code is ErrorCode.VALIDATION_REJECTED and (refused.details or {}).get("reason") == "no_restart_proposed":
+        return ("The backend has no pending restart proposal for this run (it was decided, or the run moved on): "
+                "nothing was restarted. Report the run's state with training_status; do not retry.")
     if refused.code is ErrorCode.VALIDATION_REJECTED and (refused.details or {}).get("reason") == "run_active":
         return ("The run is still active: it must finish, or be cancelled with cancel_training (its own "
                 "confirmation, through request_confirmation), before cleanup. Report its state to the user.")
@@ -361,5 +382,7 @@ def _mutation_next_step(refused: Refusal, action: str) -> str | None:
 def _mutation_notice(action: str) -> str:
     if action == "cancel":
         return NOTICE_CANCELLED
+    if action == "restart":
+        return NOTICE_RESTARTED
     return NOTICE_CLEANED
 

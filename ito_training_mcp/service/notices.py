@@ -55,6 +55,17 @@ NOTICE_CLEANED = (
     "The run's artefacts listed in data.cleaned were cleaned up as the user confirmed. The booking was not "
     "released or modified."
 )
+NOTICE_RESTART_PROPOSED = (
+    "The backend paused the run after a loss spike and proposes a restart from an earlier checkpoint "
+    "(data.proposed_actions: the checkpoint, the steps that would run again and their cost). Nothing happens "
+    "until the user decides; never restart on your own. Tell the user what it proposes and ask whether they want "
+    "it. If they do, call request_confirmation with action training.restart and this run_id; they decide at the "
+    "Itô desk. Declining there lets the run continue from where it paused; cancelling is a separate request."
+)
+NOTICE_RESTARTED = (
+    "The run restarted from the proposed checkpoint as the user confirmed (the steps since it run again). Nothing "
+    "else was changed; the booking is untouched. Next: follow it with training_status."
+)
 NOTICE_EXISTING = (
     "A run already existed for this idempotency key and was returned unchanged (created: false); nothing new "
     "was created and no confirmation was used. Next: follow it with training_status."
@@ -112,6 +123,13 @@ def request_status(action: str, status: str) -> str:
             "for every retry. The reference is single use and expires; it authorises nothing by itself: the "
             "backend checks it again when the call arrives."
         )
+    if status == "declined" and action == "training.restart":
+        return (
+            "The user declined the restart at the Itô desk: nothing was restarted, and the backend lets the run "
+            "continue from where it paused. Tell the user; follow the run with training_status. Do not ask for the "
+            "restart again; if they want the run stopped, that is a cancel (request_confirmation with "
+            "training.cancel), only at their request."
+        )
     if status == "declined":
         return (
             "The user declined this request at the Itô desk: nothing will be created, cancelled or cleaned up for "
@@ -129,7 +147,7 @@ def request_status(action: str, status: str) -> str:
         return (
             "The request expired before anyone decided it; nothing happened. Ask the user whether they still want "
             "this. Only if they say yes, open a new request (plan_training for a run, request_confirmation for a "
-            "cancel or cleanup) and show them its review_url."
+            "cancel, cleanup or restart) and show them its review_url."
         )
     return (
         "The user has not decided yet (the link to give them is data.review_url). Call confirmation_status again "

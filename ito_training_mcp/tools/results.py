@@ -45,9 +45,16 @@ RunState = Literal[
 
 
 @_EXACT
+class Battery(TypedDict):
+    name: str
+    evals: Annotated[list[str], Field(description="The evals this battery always runs.")]
+
+
+@_EXACT
 class StageGate(TypedDict):
     status: Literal["pending", "passed", "failed"]
     evals: Annotated[dict[str, Any], Field(description="The backend's eval results, exactly as reported.")]
+    battery: Annotated[Battery | None, Field(description="The gate's fixed, named eval battery.")]
 
 
 @_EXACT
@@ -55,6 +62,43 @@ class Stage(TypedDict):
     name: str
     state: str
     gate: StageGate
+
+
+@_EXACT
+class Interruption(TypedDict):
+    interruption_id: Id
+    at: Timestamp
+    stage: str
+    step: int
+    resumed_from_step: Annotated[int, Field(description="The checkpoint's step the run resumed from.")]
+    checkpoint_id: Id | None
+    steps_lost: Annotated[int, Field(description="Steps since that checkpoint, run again.")]
+    detect_s: Annotated[float, Field(description="Seconds until the backend detected it (target: under 600).")]
+    resume_s: Annotated[float, Field(description="Seconds until the run resumed (target: under 900).")]
+    within_targets: bool
+    cause: str
+
+
+@_EXACT
+class ProposedAction(TypedDict):
+    """Proposed by the backend, decided only by the user: training.restart after a loss spike."""
+
+    proposal_id: Id
+    action: Annotated[str, Field(description="training.restart: ask with request_confirmation, then restart_training.")]
+    reason: str
+    status: str
+    stage: str
+    spike_step: int
+    spike_loss: float
+    loss_before: float
+    checkpoint_id: Id | None
+    checkpoint_step: Annotated[int, Field(description="Where the restart would resume.")]
+    repeated_steps: int
+    repeated_cost_usd: Money
+    proposed_at: Timestamp
+
+
+_PROPOSED = Field(description="Actions the backend proposes for the user to decide (never automatic).")
 
 
 @_EXACT
@@ -207,6 +251,8 @@ class RunStatusData(TypedDict):
     created_at: Timestamp
     updated_at: Timestamp
     stages: list[Stage]
+    proposed_actions: Annotated[list[ProposedAction], _PROPOSED]
+    interruptions: list[Interruption]
     found: Literal[True]
     terminal: bool
     failed_gates: list[str]
@@ -243,16 +289,45 @@ class LogsData(TypedDict):
 
 
 @_EXACT
+class InterruptionSummary(TypedDict):
+    count: int
+    steps_lost: int
+    mean_detect_s: float | None
+    mean_resume_s: float | None
+    max_detect_s: float | None
+    max_resume_s: float | None
+    detect_target_s: float
+    resume_target_s: float
+    within_targets: bool
+    last: Interruption | None
+
+
+@_EXACT
+class RlSplit(TypedDict):
+    algorithm: str
+    stability_fixes: list[str]
+    trainer_gpus: int
+    rollout_gpus: int
+    colocated: bool
+    staleness_steps: Annotated[int, Field(description="How many policy versions the rollouts lag the trainer.")]
+    staleness_bound_steps: int
+    within_bound: bool
+
+
+@_EXACT
 class MetricsData(TypedDict):
     """training_metrics."""
 
     run_id: Id
     goodput: float | None
-    interruption_rate: float | None
+    interruption_rate: Annotated[float | None, Field(description="Interruptions per hour of the run's time.")]
     checkpoint_bandwidth_gbps: float | None
     step: int | None
     loss: float | None
     cost_usd_to_date: Money | None
+    interruptions: Annotated[InterruptionSummary | None, Field(
+        description="Interruptions: how many, their detection and resume times against the targets, the last one.")]
+    rl: Annotated[RlSplit | None, Field(description="The RL stage's trainer/rollout split and rollout staleness.")]
 
 
 @_EXACT
@@ -284,11 +359,36 @@ class CancelData(TypedDict):
     created_at: Timestamp
     updated_at: Timestamp
     stages: list[Stage]
+    proposed_actions: Annotated[list[ProposedAction], _PROPOSED]
+    interruptions: list[Interruption]
     found: Literal[True]
     terminal: bool
     failed_gates: list[str]
     submit_idempotency_key: Key
     action: Literal["cancel"]
+    idempotency_key: Key
+    recovered_after_ambiguous_response: bool
+
+
+@_EXACT
+class RestartData(TypedDict):
+    """restart_training: the run as it now is (resumed from the checkpoint), and this action's own key."""
+
+    run_id: Id
+    booking_id: Id
+    account_id: Id
+    manifest_sha256: Sha256
+    state: RunState
+    created_at: Timestamp
+    updated_at: Timestamp
+    stages: list[Stage]
+    proposed_actions: Annotated[list[ProposedAction], _PROPOSED]
+    interruptions: list[Interruption]
+    found: Literal[True]
+    terminal: bool
+    failed_gates: list[str]
+    submit_idempotency_key: Key
+    action: Literal["restart"]
     idempotency_key: Key
     recovered_after_ambiguous_response: bool
 
@@ -307,7 +407,7 @@ class CleanupData(TypedDict):
 
 # ---------------------------------------------------------------------- the person's step
 
-RequestAction = Literal["training.create", "training.cancel", "training.cleanup"]
+RequestAction = Literal["training.create", "training.cancel", "training.cleanup", "training.restart"]
 RequestStatus = Literal["pending", "confirmed", "declined", "expired"]
 ReviewUrl = Annotated[str, Field(
     json_schema_extra={"format": "uri"},
@@ -324,10 +424,30 @@ class PlanCheck(TypedDict):
 
 
 @_EXACT
+class EstimateLine(TypedDict):
+    name: str
+    gpu_hours: float
+    usd: Money
+
+
+@_EXACT
 class Estimate(TypedDict):
     usd: Money
     gpu_hours: float
     basis: Annotated[str, Field(description="How the backend computed the estimate. An estimate, not a cap.")]
+    stages: Annotated[list[EstimateLine] | None, Field(
+        description="One line per stage, in run order (the ladder pre-check for custom data has its own).")]
+
+
+@_EXACT
+class Parallelism(TypedDict):
+    gpus: int
+    data: int
+    tensor: int
+    pipeline: int
+    sharding: str
+    precision: Annotated[str, Field(description="bf16, or fp8 where the GPUs support it.")]
+    reasons: list[str]
 
 
 @_EXACT
@@ -364,6 +484,8 @@ class PlanData(TypedDict):
     checks: list[PlanCheck]
     failed_checks: list[str]
     estimate: Estimate | None
+    parallelism: Annotated[Parallelism | None, Field(
+        description="The parallelism and precision the backend chose, and why (a wasteful one is a failed check).")]
     confirmation_request: OpenedRequest | None
     max_cost_usd: Money
     created_at: Timestamp
@@ -381,12 +503,14 @@ class RequestData(TypedDict):
     """request_confirmation."""
 
     request_id: Id
-    action: Literal["training.cancel", "training.cleanup"]
+    action: Literal["training.cancel", "training.cleanup", "training.restart"]
     status: Literal["pending"]
     review_url: ReviewUrl
     expires_at: Timestamp
     run_id: Id
     booking_id: Id
+    max_cost_usd: Annotated[Money, Field(
+        description="What the user confirms spending: 0.00 for a cancel or cleanup; a restart's repeated steps.")]
     elicitation: NotRequired[Elicitation]
 
 
@@ -399,7 +523,7 @@ class ConfirmationStatusData(TypedDict):
     status: RequestStatus
     confirmation_ref: Annotated[Id | None, Field(description="Set only when status is confirmed.")]
     next_tool: Annotated[
-        Literal["submit_training", "cancel_training", "cleanup_training"] | None,
+        Literal["submit_training", "cancel_training", "cleanup_training", "restart_training"] | None,
         Field(description="The tool to call with confirmation_ref, when confirmed."),
     ]
     booking_id: Id

@@ -26,6 +26,7 @@ from ito_training_mcp.tools.results import (
     MetricsData,
     PlanData,
     RequestData,
+    RestartData,
     StatusData,
     SubmissionData,
     envelope_schema,
@@ -55,8 +56,8 @@ def _mutation_arguments(action: str) -> Arguments:
             "run_id": arg.identifier(_RUN),
             "confirmation_ref": arg.confirmation_ref(
                 f"Reference that confirmation_status returns once the user confirmed training.{action} of this run "
-                "at the Itô desk (request_confirmation opens that request; the submit confirmation never covers "
-                "it). Leave it out (or empty) until you have one: the call is then refused with "
+                "at the Itô desk (request_confirmation opens that request; no other confirmation covers it). "
+                "Leave it out (or empty) until you have one: the call is then refused with "
                 "CONFIRMATION_REQUIRED. Never invent one."
             ),
             "idempotency_key": arg.idempotency_key(_KEY.replace("run", "action")),
@@ -101,8 +102,9 @@ PLAN_ARGS = Arguments(
 REQUEST_ARGS = Arguments(
     properties={
         "action": arg.one_of_strings(
-            ("training.cancel", "training.cleanup"),
-            "What the user is asked to confirm for this run. A run's creation is confirmed through plan_training.",
+            ("training.cancel", "training.cleanup", "training.restart"),
+            "What the user is asked to confirm for this run: training.restart only for a restart the backend "
+            "proposed (training_status data.proposed_actions). A run's creation is confirmed through plan_training.",
         ),
         "run_id": arg.identifier(_RUN),
     },
@@ -223,11 +225,13 @@ STATUS = ToolSpec(
     name="training_status",
     title="Training run status",
     description=(
-        "Report a training run's state and every stage with its eval gate and results exactly as the backend "
-        "reports them. Give run_id, or the idempotency_key of a submit whose outcome was unknown (this is how "
-        "to recover after SUBMISSION_OUTCOME_UNKNOWN; found: false means no run exists for that key). With "
-        "wait_seconds it polls until the run finishes or the time is up, sending progress notifications whose value "
-        "is the run's position (stages passed, out of all stages). "
+        "Report a training run's state and every stage with its eval gate (its named eval battery and results) "
+        "exactly as the backend reports them, its recent interruptions, and any action the backend proposes for the "
+        "user to decide (data.proposed_actions: a restart from a checkpoint after a loss spike). Give run_id, or the "
+        "idempotency_key of a submit whose outcome was unknown (this is how to recover after "
+        "SUBMISSION_OUTCOME_UNKNOWN; found: false means no run exists for that key). With wait_seconds it polls "
+        "until the run finishes, a proposal waits for the user, or the time is up, sending progress notifications "
+        "whose value is the run's position (stages passed, out of all stages). "
         "Read-only. A failed gate is final: report it, never work around it. CREDENTIAL_REVOKED stops the wait at "
         "once; never start a login." + _REFUSAL
     ),
@@ -255,7 +259,8 @@ METRICS = ToolSpec(
     title="Training run metrics",
     description=(
         "A run's current metrics as the backend reports them: goodput, interruption rate, checkpoint bandwidth, "
-        "step, loss and cost to date (decimal USD). Read-only." + _REFUSAL
+        "step, loss, cost to date (decimal USD), its interruptions with their detection and resume times against "
+        "the targets, and for the RL stage the trainer/rollout split and rollout staleness. Read-only." + _REFUSAL
     ),
     arguments=RUN_ARGS,
     data=MetricsData,
@@ -302,6 +307,24 @@ CLEANUP = ToolSpec(
     hints=Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
 )
 
+RESTART = ToolSpec(
+    name="restart_training",
+    title="Restart a run from the proposed checkpoint",
+    description=(
+        "Restart a run from the checkpoint the backend proposed after a loss spike (training_status "
+        "data.proposed_actions), once the user confirmed it. Never on your own: the backend proposes, only the "
+        "user decides. Needs its own confirmation for training.restart of this run: call request_confirmation, show "
+        "the user the review_url (the desk shows the spike, the checkpoint and the cost of the steps run again), "
+        "learn their decision with confirmation_status, then call this with the returned confirmation_ref and this "
+        "action's own idempotency key: a retry with the same key returns the same result. Without a pending "
+        "proposal it is VALIDATION_REJECTED (reason no_restart_proposed). Never touches the booking."
+        + _REFUSAL + _NEVER
+    ),
+    arguments=_mutation_arguments("restart"),
+    data=RestartData,
+    hints=Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
+)
+
 _OPENS = Hints(read_only=False, destructive=False, idempotent=False, open_world=True)
 
 PLAN = ToolSpec(
@@ -309,8 +332,10 @@ PLAN = ToolSpec(
     title="Plan a training run for the user's confirmation",
     description=(
         "Have the backend check a manifest for a completed booking without creating anything (capacity, fabric, "
-        "data policy, checkpoint storage, budget), estimate its cost, and open a pending confirmation request for "
-        "it. Runs the same local and entitlement checks as submit_training and sends the exact bytes it digested. "
+        "parallelism, data policy, checkpoint storage, budget), choose the parallelism and precision "
+        "(data.parallelism, with reasons), estimate its cost stage by stage (custom data gets a ladder pre-check "
+        "line), and open a pending confirmation request for it. Runs the same local and entitlement checks as "
+        "submit_training and sends the exact bytes it digested. "
         "data.valid false: the failed checks say what to fix, no request was opened. data.valid true: show the user "
         "data.confirmation_request.review_url; they sign in at the Itô desk themselves (the link carries no "
         "sign-in) and confirm or decline there. Then call confirmation_status with the request_id, and once it is "
@@ -324,13 +349,15 @@ PLAN = ToolSpec(
 
 REQUEST = ToolSpec(
     name="request_confirmation",
-    title="Ask the user to confirm a cancel or cleanup",
+    title="Ask the user to confirm a cancel, cleanup or restart",
     description=(
-        "Open a pending confirmation request for cancelling (training.cancel) or cleaning up (training.cleanup) a "
-        "run. Show the user data.review_url; they sign in at the Itô desk themselves and confirm or decline there. "
-        "Then call confirmation_status with data.request_id, and once it is confirmed call cancel_training or "
-        "cleanup_training with the returned confirmation_ref and that action's own idempotency key. Changes "
-        "nothing by itself; each call opens a new request." + _REFUSAL + _NEVER
+        "Open a pending confirmation request for cancelling (training.cancel), cleaning up (training.cleanup) or "
+        "restarting (training.restart: only the restart the backend proposed in training_status "
+        "data.proposed_actions, and only if the user wants it) a run. Show the user data.review_url; they sign in "
+        "at the Itô desk themselves and confirm or decline there. Then call confirmation_status with "
+        "data.request_id, and once it is confirmed call cancel_training, cleanup_training or restart_training with "
+        "the returned confirmation_ref and that action's own idempotency key. Changes nothing by itself; each call "
+        "opens a new request." + _REFUSAL + _NEVER
     ),
     arguments=REQUEST_ARGS,
     data=RequestData,
@@ -355,7 +382,7 @@ CONFIRMATION_STATUS = ToolSpec(
 
 CORE_TOOLS: tuple[ToolSpec, ...] = (CHECK, DIGEST, SUBMIT)
 CONFIRMATION_TOOLS: tuple[ToolSpec, ...] = (PLAN, REQUEST, CONFIRMATION_STATUS)
-LIFECYCLE_TOOLS: tuple[ToolSpec, ...] = (STATUS, LOGS, METRICS, CHECKPOINTS, CANCEL, CLEANUP)
+LIFECYCLE_TOOLS: tuple[ToolSpec, ...] = (STATUS, LOGS, METRICS, CHECKPOINTS, CANCEL, CLEANUP, RESTART)
 ALL_TOOLS: tuple[ToolSpec, ...] = CORE_TOOLS + CONFIRMATION_TOOLS + LIFECYCLE_TOOLS
 # Tools whose result may open a confirmation request with a review link the door can offer.
 OFFERS_REVIEW: frozenset[str] = frozenset({PLAN.name, REQUEST.name})

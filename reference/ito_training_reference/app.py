@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import plans, public, reviews
+from . import plans, public, reviews, run_clock
 from .desk import pages as desk_pages
 from .errors import ApiError, not_found
 from .faults import install_log_filter
@@ -100,7 +100,7 @@ def create_app(
     db_path: str, *, operator_token: str, auto_advance_s: float | None = None, public_url: str | None = None,
     request_ttl_s: float = reviews.REQUEST_TTL_S, confirmation_ttl_s: float = reviews.CONFIRMATION_TTL_S,
     plan_retention_s: float = reviews.PLAN_RETENTION_S, recent_sign_in_s: float = RECENT_SIGN_IN_S,
-    clock: Callable[[], float] | None = None,
+    clock: Callable[[], float] | None = None, interrupt_every_steps: int | None = None,
 ) -> Starlette:
     """Build the app over the SQLite database at `db_path` (created if missing).
 
@@ -109,7 +109,10 @@ def create_app(
     confirmation request stays open and how long a confirmation made at the desk stays usable.
     `plan_retention_s` is how long a plan's manifest bytes are kept once its request was decided
     or expired; `recent_sign_in_s` how recent a desk sign-in must be to Confirm. `clock` (epoch
-    seconds; default the real time) lets tests move time.
+    seconds; default the real time) lets tests move time. `auto_advance_s` starts the run clock
+    (run_clock.py): one stage per that many seconds; `interrupt_every_steps` interrupts every run
+    once per that many model steps (the detection and resume times are `lifecycle.DETECT_S` and
+    `RESUME_S`).
     """
     for name, ttl in (("request_ttl_s", request_ttl_s), ("confirmation_ttl_s", confirmation_ttl_s)):
         if not (math.isfinite(ttl) and -MAX_TTL_S <= ttl <= MAX_TTL_S):
@@ -123,10 +126,12 @@ def create_app(
         math.isfinite(auto_advance_s) and 0 < auto_advance_s <= MAX_AUTO_ADVANCE_S
     ):
         raise ValueError(f"auto_advance_s must be in (0, {MAX_AUTO_ADVANCE_S}]")
+    if interrupt_every_steps is not None and not 1 <= interrupt_every_steps <= 10**9:
+        raise ValueError("interrupt_every_steps must be an integer from 1 to 1000000000")
     install_log_filter()
     store = Store(db_path) if clock is None else Store(db_path, clock)
     backend = Backend(store=store, operator_token=operator_token, auto_advance_s=auto_advance_s,
-                      public_url=_public_url(public_url),
+                      interrupt_every_steps=interrupt_every_steps, public_url=_public_url(public_url),
                       reviews=reviews.Settings(request_ttl_s=request_ttl_s, confirmation_ttl_s=confirmation_ttl_s,
                                                plan_retention_s=plan_retention_s),
                       desk=DeskSettings(recent_sign_in_s=recent_sign_in_s))
@@ -136,6 +141,7 @@ def create_app(
                 Mount("/operator", app=operator_app)],
         middleware=[Middleware(RequestLog, backend=backend)],
         exception_handlers={HTTPException: _http_error, ClientDisconnect: _client_gone, Exception: _internal_error},
+        lifespan=lambda _app: run_clock.running(backend),
     )
     app.state.backend = backend
     return app

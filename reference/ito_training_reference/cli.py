@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--operator-token-file", default=None,
                         help="operator token file (default: <db>.operator-token; created 0600 if missing)")
     parser.add_argument("--auto-advance-s", type=float, default=None,
-                        help="advance every active run one step per this many seconds (demos)")
+                        help="the run clock: every active run passes one stage per this many seconds (demos)")
+    parser.add_argument("--interrupt-every-steps", type=int, default=None, metavar="N",
+                        help="interrupt every run once per N model steps (it resumes from its last checkpoint)")
     return parser
 
 
@@ -109,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         app = create_app(args.db, operator_token=token, auto_advance_s=args.auto_advance_s,
-                         public_url=args.public_url)
+                         public_url=args.public_url, interrupt_every_steps=args.interrupt_every_steps)
     except ValueError as exc:  # fixed messages naming the setting
         print(f"ito-training backend: cannot start: {exc}", file=sys.stderr)
         return 2

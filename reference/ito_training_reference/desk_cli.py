@@ -38,6 +38,8 @@ _HINTS = {
     "request_expired": "the request expired undecided; the agent must ask again",
     "request_not_found": "no such confirmation request",
     "run_terminal": "the run has already ended",
+    "run_paused": "the run's stage is paused on a restart proposal; only the person's decision (or a cancel) moves it",
+    "run_not_running": "the run has no running stage of that kind (a loss spike needs a training stage)",
     "stage_passed": "that stage has already passed",
     "stage_not_found": "the run has no stage of that name",
     "unsigned_response": "the answer was not signed by the backend that holds this operator token; whatever "
@@ -143,6 +145,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--run", metavar="RUN", dest="run", help="the run (also accepted without --run)")
         p.add_argument("run_id", metavar="RUN", nargs="?", help=argparse.SUPPRESS)
     p.add_argument("--stage", metavar="STAGE", help="the stage to fail; the stages before it pass first")
+    p = add("interrupt", "Interrupt a run's running stage (a node failure): it resumes from its last checkpoint, "
+                         "with the detection and resume times reported in its status and metrics.")
+    p.add_argument("--run", metavar="RUN", dest="run", required=True)
+    p.add_argument("--detect-s", metavar="SECONDS", type=float, help="time to detect it (default 150)")
+    p.add_argument("--resume-s", metavar="SECONDS", type=float, help="time to resume after it (default 420)")
+    p.add_argument("run_id", nargs="?", help=argparse.SUPPRESS)
+    p = add("spike", "Make the loss spike in a run's running training stage: the stage pauses and the backend "
+                     "proposes a restart from the last good checkpoint, which only the person can confirm.")
+    p.add_argument("--run", metavar="RUN", dest="run", required=True)
+    p.add_argument("--factor", metavar="X", type=float, help="how many times the loss jumps (default 3)")
+    p.add_argument("run_id", nargs="?", help=argparse.SUPPRESS)
     return parser
 
 
@@ -221,6 +234,21 @@ def _request_line(r: dict[str, Any]) -> list[str]:
     subject = r.get("run_id") or (r.get("manifest_sha256") or "")[:12]
     return [r["request_id"], r["account_id"], r["action"], r["status"], r["max_cost_usd"], str(subject),
             r["expires_at"]]
+
+
+def _interrupted(run: dict[str, Any]) -> str:
+    last = (run.get("interruptions") or [{}])[-1]
+    return terminal_safe(f"{_run_line(run)}\ninterrupted at step {last.get('step')}: detected after "
+                         f"{last.get('detect_s')} s, resumed from step {last.get('resumed_from_step')} after "
+                         f"{last.get('resume_s')} s; {last.get('steps_lost')} step(s) run again")
+
+
+def _proposed(run: dict[str, Any]) -> str:
+    found = (run.get("proposed_actions") or [{}])[0]
+    return terminal_safe(f"{_run_line(run)}\nloss spike at step {found.get('spike_step')}; stage "
+                         f"{found.get('stage')} paused. Proposed: restart from step {found.get('checkpoint_step')} "
+                         f"({found.get('repeated_steps')} step(s) again, about ${found.get('repeated_cost_usd')}); "
+                         "the agent asks the person with request_confirmation (training.restart)")
 
 
 def _decided(r: dict[str, Any]) -> str:
@@ -329,6 +357,10 @@ def _execute(op: Any, args: argparse.Namespace, out: Out) -> Result:
         return op.finish(_run_id(args)), _run_line
     if command == "fail-gate":
         return op.fail_gate(_run_id(args), stage=args.stage), _run_line
+    if command == "interrupt":
+        return op.interrupt(_run_id(args), args.detect_s, args.resume_s), _interrupted
+    if command == "spike":
+        return op.spike(_run_id(args), args.factor), _proposed
     raise UsageError(f"{PROG}: a command is required; see '{PROG} --help'.", "command")
 
 

@@ -38,6 +38,7 @@ ROUTES = frozenset({
     "GET /v1/training-runs/{run_id}/checkpoints",
     "POST /v1/training-runs/{run_id}/cancel",
     "POST /v1/training-runs/{run_id}/cleanup",
+    "POST /v1/training-runs/{run_id}/restart",
     "POST /v1/training-plans",
     "POST /v1/confirmation-requests",
     "GET /v1/confirmation-requests/{request_id}",

@@ -25,7 +25,7 @@ from ito_training_mcp.gates.inputs import ID_PATTERN
 from . import lifecycle, policy, reviews
 from .desk import session as desk_session
 from .errors import ApiError, invalid_request, not_found
-from .lifecycle import LifecycleError, RunRecord, StageNotAhead, UnknownStage
+from .lifecycle import LifecycleError, NotRunning, RunPaused, RunRecord, StageNotAhead, UnknownStage
 from .operator_auth import NONCE_PATH, RESPONSE_HEADER, SCHEME, Verifier, parse
 from .public import READ, WRITE, confirmation_view
 from .state import Backend
@@ -39,7 +39,7 @@ _EVAL_KEY_RE = re.compile(r"^[A-Za-z0-9._:/-]{1,64}$")
 _STAGE_RE = re.compile(r"^[a-z_]{1,64}$")
 MAX_LISTED = 1000
 BOOKING_STATES = ("completed", "expired", "revoked", "released", "incomplete")
-ACTIONS = ("training.create", "training.cancel", "training.cleanup")
+ACTIONS = ("training.create", "training.cancel", "training.cleanup", "training.restart")
 TEN_YEARS_S = 10 * 365 * 86400
 
 
@@ -315,7 +315,7 @@ class OperatorApi:
     async def confirmations(self, request: Request) -> Reply:
         body = await json_object(request)
         only_keys(body, ("account_id", "action", "booking_id", "max_cost_usd"),
-                  ("ref", "run_id", "manifest_sha256", "expires_in_s"))
+                  ("ref", "run_id", "manifest_sha256", "expires_in_s", "proposal_id"))
         account_id = self._account(body)
         if body["action"] not in ACTIONS:
             raise invalid_request(f"action must be one of {', '.join(ACTIONS)}.")
@@ -329,6 +329,7 @@ class OperatorApi:
             "ref": ref, "account_id": account_id, "action": body["action"], "booking_id": _id(body, "booking_id"),
             "run_id": _id(body, "run_id", required=False), "manifest_sha256": digest,
             "max_cost_usd": _money(body, "max_cost_usd"), "expires_at": self.store.clock() + expires_in_s,
+            "proposal_id": _id(body, "proposal_id", required=False),
         })
         if not created:
             raise ApiError(409, "confirmation_exists", "That confirmation ref already exists.")
@@ -428,9 +429,12 @@ class OperatorApi:
         return Reply(200, {"in_flight": [{"account_id": a, "idempotency_key": k} for a, k in slots]})
 
     async def runs(self, request: Request) -> Reply:
-        if self.backend.auto_advance_s is not None:
-            self.store.auto_advance(self.backend.auto_advance_s)
+        self.backend.catch_up()
         return Reply(200, {"runs": [_run_view(r) for r in self.store.all_runs()]})
+
+    async def tick(self, request: Request) -> Reply:
+        """Step the run clock once, as of the store's clock (tests move an injected clock, then tick)."""
+        return Reply(200, {"moved": self.backend.catch_up()})
 
     def _transition(self, change: Callable[[RunRecord], None]) -> Callable[[Request], Awaitable[Reply]]:
         async def endpoint(request: Request) -> Reply:
@@ -438,6 +442,12 @@ class OperatorApi:
                 rec = self.store.transition(str(request.path_params["run_id"]), change)
             except UnknownStage:
                 raise ApiError(422, "stage_not_found", "The run has no stage of that name.") from None
+            except NotRunning:
+                raise ApiError(409, "run_not_running", "The run has no running stage of that kind (an "
+                               "interruption needs a running stage; a loss spike, a training stage).") from None
+            except RunPaused:
+                raise ApiError(409, "run_paused", "The run's stage is paused on a restart proposal: only the "
+                                                  "person's decision (or a cancel) moves it.") from None
             except StageNotAhead:
                 raise ApiError(409, "stage_passed", "That stage has already passed.") from None
             except LifecycleError:
@@ -465,8 +475,26 @@ class OperatorApi:
         clock = self.store.clock
         return await self._transition(lambda rec: lifecycle.fail_gate(rec, evals, stage, clock()))(request)
 
-    def router(self) -> Router:
+    async def interrupt(self, request: Request) -> Reply:
+        body = await json_object(request, allow_empty=True)
+        only_keys(body, (), ("detect_s", "resume_s"))
+        detect = _number(body, "detect_s", 0, 86400, lifecycle.DETECT_S)
+        resume = _number(body, "resume_s", 0, 86400, lifecycle.RESUME_S)
+        assert detect is not None
+        assert resume is not None
         clock = self.store.clock
+        return await self._transition(lambda rec: lifecycle.interrupt(rec, clock(), detect, resume))(request)
+
+    async def spike(self, request: Request) -> Reply:
+        body = await json_object(request, allow_empty=True)
+        only_keys(body, (), ("factor",))
+        factor = _number(body, "factor", 1.5, 100, lifecycle.SPIKE_FACTOR)
+        assert factor is not None
+        clock = self.store.clock
+        return await self._transition(lambda rec: lifecycle.spike(rec, clock(), factor))(request)
+
+    def router(self) -> Router:
+        clock, every = self.store.clock, self.backend.interrupt_every_steps
         table: list[tuple[str, str, Callable[[Request], Awaitable[Reply]]]] = [
             ("POST", "/accounts", self.accounts),
             ("GET", "/accounts", self.list_accounts),
@@ -489,9 +517,12 @@ class OperatorApi:
             ("DELETE", "/requests", self.clear_requests),
             ("GET", "/in-flight", self.in_flight),
             ("GET", "/runs", self.runs),
-            ("POST", "/runs/{run_id}/advance", self._transition(lambda rec: lifecycle.advance(rec, clock()))),
+            ("POST", "/runs/{run_id}/advance", self._transition(lambda rec: lifecycle.advance(rec, clock(), every))),
             ("POST", "/runs/{run_id}/fail-gate", self.fail_gate),
-            ("POST", "/runs/{run_id}/finish", self._transition(lambda rec: lifecycle.finish(rec, clock()))),
+            ("POST", "/runs/{run_id}/finish", self._transition(lambda rec: lifecycle.finish(rec, clock(), every))),
+            ("POST", "/runs/{run_id}/interrupt", self.interrupt),
+            ("POST", "/runs/{run_id}/spike", self.spike),
+            ("POST", "/clock/tick", self.tick),
         ]
         return Router(routes=[Route(path, _endpoint(fn), methods=[method]) for method, path, fn in table])
 

@@ -166,6 +166,7 @@ class OperatorClient:
         manifest_sha256: str | None = None,
         run_id: str | None = None,
         expires_in_s: float = 600,
+        proposal_id: str | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"account_id": account_id, "action": action, "booking_id": booking_id,
                                 "max_cost_usd": max_cost_usd, "expires_in_s": expires_in_s}
@@ -173,6 +174,8 @@ class OperatorClient:
             body["manifest_sha256"] = manifest_sha256
         if run_id is not None:
             body["run_id"] = run_id
+        if proposal_id is not None:
+            body["proposal_id"] = proposal_id
         result: dict[str, Any] = self._call("POST", "/confirmations", body)
         return result
 
@@ -223,6 +226,22 @@ class OperatorClient:
     def finish(self, run_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", f"/runs/{_seg(run_id)}/finish")
         return result
+
+    def interrupt(self, run_id: str, detect_s: float | None = None, resume_s: float | None = None) -> dict[str, Any]:
+        """Inject an interruption into the run's running stage (detection and resume times in seconds)."""
+        body = {k: v for k, v in (("detect_s", detect_s), ("resume_s", resume_s)) if v is not None}
+        result: dict[str, Any] = self._call("POST", f"/runs/{_seg(run_id)}/interrupt", body)
+        return result
+
+    def spike(self, run_id: str, factor: float | None = None) -> dict[str, Any]:
+        """Inject a loss spike into the run's running training stage: it pauses and a restart is proposed."""
+        body = {} if factor is None else {"factor": factor}
+        result: dict[str, Any] = self._call("POST", f"/runs/{_seg(run_id)}/spike", body)
+        return result
+
+    def tick(self) -> int:
+        """Step the run clock once, as of the backend's clock; how many runs moved."""
+        return int(self._call("POST", "/clock/tick")["moved"])
 
     def runs(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/runs")["runs"])

@@ -5,8 +5,10 @@ its cost and, when every check passes, opens a pending `training.create` confirm
 While such a request is pending (undecided, unexpired) for the same account, booking and digest,
 planning the same manifest again answers that request (and its plan, 200) instead of opening a
 second one: one intent is one request. `POST /v1/confirmation-requests` opens one for cancelling
-or cleaning up a run. Nothing here confirms anything: only a person at the desk (or the operator
-API, headless) decides a request. Neither POST is keyed.
+or cleaning up a run, or for restarting it from the checkpoint the backend proposed after a loss
+spike (bound to that proposal, for the cost of the steps run again). Nothing here confirms
+anything: only a person at the desk (or the operator API, headless) decides a request. Neither
+POST is keyed.
 """
 
 from __future__ import annotations
@@ -20,14 +22,25 @@ from ito_training_mcp.gates.inputs import ID_PATTERN
 
 from . import lifecycle, policy, reviews
 from .errors import ApiError, invalid_request
-from .public import READ, WRITE, Ctx, Handler, V1Route, eligibility, field_id, own_run, sha256_hex
+from .public import (
+    READ,
+    WRITE,
+    Ctx,
+    Handler,
+    V1Route,
+    eligibility,
+    field_id,
+    no_restart_proposed,
+    own_run,
+    sha256_hex,
+)
 from .state import Backend
 from .wire import Reply, only_keys, parse_object, read_body
 
 _ID_RE = re.compile(ID_PATTERN)
 _DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 PLAN_FIELDS = ("booking_id", "manifest_sha256", "manifest_b64")
-REQUEST_ACTIONS = ("training.cancel", "training.cleanup")
+REQUEST_ACTIONS = ("training.cancel", "training.cleanup", "training.restart")
 
 
 def _too_many(backend: Backend, account_id: str) -> None:
@@ -74,10 +87,11 @@ async def create_plan(backend: Backend, ctx: Ctx) -> Reply:
             return Reply(200, reviews.plan_view(opened, reviews.request_view(pending, now, base)))
         _too_many(backend, account_id)
     estimate = None if manifest is None else policy.estimate(manifest, booking)
+    layout = None if manifest is None else policy.layout(manifest, booking).as_json()
     max_cost = f"{manifest.budget.max_incremental_cost_usd:.2f}" if valid and manifest is not None else None
     plan, request = reviews.create_plan(
         store, account_id=account_id, booking_id=booking_id, manifest_sha256=digest, manifest=manifest_bytes,
-        checks=checks, estimate=estimate, max_cost_usd=max_cost, settings=backend.reviews,
+        checks=checks, estimate=estimate, max_cost_usd=max_cost, settings=backend.reviews, parallelism=layout,
     )
     view = None if request is None else reviews.request_view(request, store.clock(), base)
     return Reply(201, reviews.plan_view(plan, view))
@@ -88,7 +102,8 @@ async def create_request(backend: Backend, ctx: Ctx) -> Reply:
     only_keys(body, ("action", "run_id"))
     action = body["action"]
     if action not in REQUEST_ACTIONS:
-        raise invalid_request("action must be training.cancel or training.cleanup; create requests come from plans.")
+        raise invalid_request("action must be training.cancel, training.cleanup or training.restart; create requests "
+                              "come from plans.")
     run_id = field_id(body, "run_id")
     rec = own_run(backend, ctx.account_id, run_id)
     if action == "training.cancel" and rec.state not in lifecycle.CANCELLABLE_STATES:
@@ -96,10 +111,15 @@ async def create_request(backend: Backend, ctx: Ctx) -> Reply:
     if action == "training.cleanup" and not rec.terminal:
         raise ApiError(422, "validation_rejected", "Cancel the run or let it finish before cleanup.",
                        reason="run_active")
+    proposal = rec.proposal
+    if action == "training.restart" and proposal is None:
+        raise no_restart_proposed(rec)
     _too_many(backend, ctx.account_id)
     row = reviews.create_run_request(
         backend.store, account_id=ctx.account_id, action=action, run_id=rec.run_id, booking_id=rec.booking_id,
         manifest_sha256=rec.manifest_sha256, settings=backend.reviews,
+        proposal_id=None if proposal is None else proposal["proposal_id"],
+        max_cost_usd="0.00" if proposal is None else proposal["repeated_cost_usd"],
     )
     return Reply(201, reviews.request_view(row, backend.store.clock(), backend.base_url(ctx.request.scope)))
 
@@ -109,8 +129,8 @@ async def get_request(backend: Backend, ctx: Ctx) -> Reply:
     row = reviews.request(backend.store, request_id) if _ID_RE.fullmatch(request_id) else None
     if row is None or row["account_id"] != ctx.account_id:
         raise ApiError(404, "confirmation_not_found", "No such confirmation request for this account.")
-    moot = (row["action"] == "training.cancel" and row["status"] == "pending" and row["run_id"] is not None
-            and own_run(backend, ctx.account_id, row["run_id"]).state not in lifecycle.CANCELLABLE_STATES)
+    moot = row["status"] == "pending" and row["run_id"] is not None and not reviews.still_possible(
+        row, own_run(backend, ctx.account_id, row["run_id"]))
     return Reply(200, reviews.request_view(row, backend.store.clock(), backend.base_url(ctx.request.scope),
                                            moot=moot))
 

@@ -6,10 +6,13 @@ The checks, in order (`CHECK_NAMES`):
 2. capacity: parameter_count x 16 bytes must fit the booking's GPU memory (80 GB per GPU),
    else reason `capacity`;
 3. fabric: a multi-node booking needs infiniband or roce, else reason `fabric`;
-4. data_policy: every data URI scheme is one the account allows, else reason `data_policy`;
-5. checkpoint_storage: the storage starts with one of the account's allowed prefixes, else
+4. parallelism: the layout `parallelism.choose` picks for the model on the booking (data, tensor and
+   pipeline degrees, FSDP sharding, bf16 or fp8) is not wasteful, else its reason
+   (`tensor_across_nodes`, `memory`, `idle_nodes`, `too_many_gpus`) and why;
+5. data_policy: every data URI scheme is one the account allows, else reason `data_policy`;
+6. checkpoint_storage: the storage starts with one of the account's allowed prefixes, else
    reason `checkpoint_storage`;
-6. budget: max_incremental_cost_usd <= the confirmation's max_cost_usd (create only: a plan has
+7. budget: max_incremental_cost_usd <= the confirmation's max_cost_usd (create only: a plan has
    no confirmation yet), else reason `above_confirmed_cost`; ceiling_usd <= the account's budget
    limit, else reason `above_account_limit`.
 
@@ -17,7 +20,9 @@ The checks, in order (`CHECK_NAMES`):
 `budget_exceeded` for the budget. `evaluate` (plan) runs them all and reports each. Money is
 compared as Decimal, never float.
 
-The estimate (`estimate`) is documented in its docstring; it is an estimate, never a cap.
+The estimate (`estimate`) is documented in its docstring; it is an estimate, never a cap. It follows
+from the layout (fp8 and pipeline stages change a training stage's hours) and from the data: custom
+data (`curriculum.has_custom_data`) adds the ladder stage and its own line.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ from typing import Any
 from ito_training_mcp.errors import ManifestRefusal
 from ito_training_mcp.gates.manifest.schema import TrainingManifest, parse_manifest
 
+from . import curriculum, parallelism
 from .errors import ApiError
-from .lifecycle import Plan, stage_names
+from .lifecycle import Plan
 
 DEFAULT_DATA_SCHEMES = ("s3", "gs", "az", "hf", "ito")
 DEFAULT_CHECKPOINT_PREFIXES = ("s3://", "gs://", "ito://")
@@ -43,11 +49,12 @@ DEFAULT_BUDGET_LIMIT_USD = "100000.00"
 GPU_MEMORY_BYTES = 80 * 10**9
 BYTES_PER_PARAMETER = 16
 MULTI_NODE_FABRICS = frozenset({"infiniband", "roce"})
-CHECK_NAMES = ("manifest", "capacity", "fabric", "data_policy", "checkpoint_storage", "budget")
+CHECK_NAMES = ("manifest", "capacity", "fabric", "parallelism", "data_policy", "checkpoint_storage", "budget")
 
 # The estimate's constants: GPU-hours per billion parameters for each kind of stage, and the price.
 GPU_HOURS_PER_BILLION = {
     "data_prep": Decimal("0.5"),
+    "ladder": Decimal("40"),  # per billion proxy parameters: LADDER_RUNS runs of ~150M, whatever the model's size
     "pretrain": Decimal("200"),
     "mid_train": Decimal("50"),
     "long_context": Decimal("25"),
@@ -101,6 +108,16 @@ def _fabric(x: Inputs) -> Failure | None:
     return None
 
 
+def layout(manifest: TrainingManifest, booking: sqlite3.Row) -> parallelism.Layout:
+    return parallelism.choose(manifest.model.parameter_count, int(booking["nodes"]), int(booking["gpus_per_node"]),
+                              str(booking["gpu"]), str(booking["fabric"]))
+
+
+def _parallelism(x: Inputs) -> Failure | None:
+    refusal = layout(x.manifest, x.booking).refusal
+    return None if refusal is None else _rejected(*refusal)
+
+
 def _data_policy(x: Inputs) -> Failure | None:
     schemes = set(json.loads(x.account["data_schemes"]))
     if any(ref.uri.split("://", 1)[0] not in schemes for ref in x.manifest.data):
@@ -129,6 +146,7 @@ def _budget(x: Inputs) -> Failure | None:
 _CHECKS: tuple[tuple[str, Callable[[Inputs], Failure | None]], ...] = (
     ("capacity", _capacity),
     ("fabric", _fabric),
+    ("parallelism", _parallelism),
     ("data_policy", _data_policy),
     ("checkpoint_storage", _checkpoint_storage),
     ("budget", _budget),
@@ -175,12 +193,24 @@ def _report(name: str, failure: Failure | None) -> dict[str, Any]:
     return {"name": name, "status": "failed", "reason": failure.reason, "message": failure.message}
 
 
+def names_for(manifest: TrainingManifest) -> list[str]:
+    custom = curriculum.has_custom_data([ref.uri for ref in manifest.data])
+    return curriculum.stage_names(manifest.target.value, [s.value for s in manifest.post_training], custom)
+
+
 def _stage_hours(manifest: TrainingManifest, booking: sqlite3.Row) -> tuple[int, list[tuple[str, int]]]:
     """The booking's GPU count and, per stage of the run, the whole hours it holds the booking."""
     gpus = _gpus(booking)
-    names = stage_names(manifest.target.value, [s.value for s in manifest.post_training])
+    factor = Decimal(str(layout(manifest, booking).hours_factor))
     billions = Decimal(manifest.model.parameter_count) / Decimal(10**9)
-    return gpus, [(name, max(1, math.ceil(GPU_HOURS_PER_BILLION[name] * billions / gpus))) for name in names]
+    ladder = Decimal(curriculum.LADDER_RUNS * curriculum.LADDER_PROXY_PARAMETERS) / Decimal(10**9)
+
+    def work(name: str) -> Decimal:
+        if name == "ladder":
+            return GPU_HOURS_PER_BILLION[name] * ladder
+        return GPU_HOURS_PER_BILLION[name] * billions * (factor if name not in curriculum.NOT_TRAINING else 1)
+
+    return gpus, [(name, max(1, math.ceil(work(name) / gpus))) for name in names_for(manifest)]
 
 
 def _usd(gpu_hours: int) -> Decimal:
@@ -191,18 +221,25 @@ def estimate(manifest: TrainingManifest, booking: sqlite3.Row) -> dict[str, Any]
     """GPU-hours and USD for a manifest on a booking; deterministic, not a cap.
 
     For each stage the run will have (the same stage list the run gets), the stage needs
-    `GPU_HOURS_PER_BILLION[stage] x parameters / 1e9` GPU-hours of work; it occupies the whole
-    booking for that work divided by the booking's GPU count, rounded UP to whole hours. The
-    estimate is the sum over stages of those hours times the GPU count, priced at
+    `GPU_HOURS_PER_BILLION[stage] x parameters / 1e9` GPU-hours of work at bf16 on one pipeline
+    stage; a training stage's work is multiplied by the layout's `hours_factor` (fp8 takes 0.75 of
+    the time, each pipeline stage beyond the first adds 1/16 for the bubble). The ladder's work is
+    fixed: `LADDER_RUNS` proxies of ~150M parameters, whatever the model's size. Each stage
+    occupies the whole booking for its work divided by the booking's GPU count, rounded UP to
+    whole hours. The estimate is the sum over stages of those hours times the GPU count, priced at
     `GPU_HOUR_RATE_USD` per GPU-hour (exact in cents). `stages` breaks it down per stage, in run
     order; a run accrues its cost by this breakdown as its stage gates pass (`plan_for`).
     """
     gpus, stages = _stage_hours(manifest, booking)
+    chosen = layout(manifest, booking)
     gpu_hours = sum(hours for _, hours in stages) * gpus
     names = [name for name, _ in stages]
+    ladder = (f" The data is not on the backend's list of known datasets, so a ladder of {curriculum.LADDER_RUNS} "
+              "~150M-parameter proxy runs checks it first." if "ladder" in names else "")
     basis = (f"{len(names)} stage(s) ({', '.join(names)}), each a fixed number of GPU-hours per billion parameters "
-             f"for its kind, rounded up to whole hours on the booking's {gpus} GPU(s), "
-             f"at {GPU_HOUR_RATE_USD} USD per GPU-hour.")
+             f"for its kind, at {chosen.precision} with {chosen.pipeline} pipeline stage(s) for the training stages, "
+             f"rounded up to whole hours on the booking's {gpus} GPU(s), at {GPU_HOUR_RATE_USD} USD per GPU-hour."
+             + ladder)
     return {"usd": f"{_usd(gpu_hours):.2f}", "gpu_hours": float(gpu_hours), "basis": basis,
             "stages": [{"name": name, "gpu_hours": float(hours * gpus), "usd": f"{_usd(hours * gpus):.2f}"}
                        for name, hours in stages]}
@@ -213,6 +250,7 @@ def plan_for(manifest: TrainingManifest, booking: sqlite3.Row) -> tuple[Plan, li
     carries the estimate's per-stage cost, which the run accrues as its gates pass (capped by the
     confirmed maximum)."""
     gpus, stages = _stage_hours(manifest, booking)
+    names = [name for name, _ in stages]
     suite = re.sub(r"[^A-Za-z0-9._-]", "_", manifest.data[0].decontamination.eval_suites[0])[:64]
     plan = Plan(
         target=manifest.target.value,
@@ -223,5 +261,7 @@ def plan_for(manifest: TrainingManifest, booking: sqlite3.Row) -> tuple[Plan, li
         suite=suite,
         max_incremental_usd=f"{manifest.budget.max_incremental_cost_usd:.2f}",
         stage_usd=tuple(f"{_usd(hours * gpus):.2f}" for _, hours in stages),
+        gpus=gpus,
+        layout=layout(manifest, booking).as_json(),
     )
-    return plan, stage_names(manifest.target.value, [s.value for s in manifest.post_training])
+    return plan, names

@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from ito_training_mcp.gates.inputs import ID_PATTERN, KEY_PATTERN
 
-from . import faults, lifecycle, policy
+from . import curriculum, faults, lifecycle, policy
 from .errors import ApiError, invalid_request
 from .lifecycle import RunRecord
 from .state import Backend
@@ -112,8 +112,7 @@ class V1Route:
     async def _process(self, request: Request, fault: faults.Fault | None, held: list[tuple[str, str]]) -> Reply:
         backend = self.backend
         try:
-            if backend.auto_advance_s is not None:
-                backend.store.auto_advance(backend.auto_advance_s)
+            backend.catch_up()
             if self.scope is None:
                 placeholder = await faults.before(fault)
                 return placeholder or await self.handler(backend, Ctx(request, Principal("", "")))
@@ -174,6 +173,12 @@ def own_run(backend: Backend, account_id: str, run_id: str) -> RunRecord:
 
 def _own_run(backend: Backend, ctx: Ctx) -> RunRecord:
     return own_run(backend, ctx.account_id, ctx.path("run_id"))
+
+
+def no_restart_proposed(rec: RunRecord) -> ApiError:
+    return ApiError(422, "validation_rejected", f"Run {rec.run_id} has no pending restart proposal: the backend "
+                    "proposes a restart only after a loss spike, and each proposal is decided once.",
+                    reason="no_restart_proposed")
 
 
 def eligibility(row: sqlite3.Row, now: float) -> tuple[bool, str | None]:
@@ -288,7 +293,7 @@ async def create_run(backend: Backend, ctx: Ctx) -> Reply:
     plan, names = policy.plan_for(manifest, booking)
     rec = RunRecord(
         run_id=new_id("run"), account_id=account_id, booking_id=booking_id, manifest_sha256=digest,
-        idempotency_key=ctx.key, state="queued", stages=lifecycle.new_stages(names), plan=plan,
+        idempotency_key=ctx.key, state="queued", stages=curriculum.new_stages(names, plan.suite), plan=plan,
         created_at=now, updated_at=now, advanced_at=now,
     )
     rec.new_logs.append((None, f"run queued with {len(names)} stage(s): {' -> '.join(names)}"))
@@ -332,12 +337,7 @@ async def run_logs(backend: Backend, ctx: Ctx) -> Reply:
 
 
 async def run_metrics(backend: Backend, ctx: Ctx) -> Reply:
-    rec = _own_run(backend, ctx)
-    return Reply(200, {
-        "goodput": rec.goodput, "interruption_rate": rec.interruption_rate,
-        "checkpoint_bandwidth_gbps": rec.checkpoint_bandwidth_gbps, "step": rec.step, "loss": rec.loss,
-        "cost_usd_to_date": rec.cost_usd_to_date,
-    })
+    return Reply(200, lifecycle.metrics(_own_run(backend, ctx), rfc3339))
 
 
 async def run_checkpoints(backend: Backend, ctx: Ctx) -> Reply:
@@ -350,7 +350,8 @@ async def run_checkpoints(backend: Backend, ctx: Ctx) -> Reply:
 
 
 def _run_action(action: str) -> Handler:
-    """Cancel and cleanup: same key/confirmation rules as create, bound to the run."""
+    """Cancel, cleanup and restart: same key/confirmation rules as create, bound to the run (a restart's
+    confirmation also to the backend's proposal)."""
 
     async def handler(backend: Backend, ctx: Ctx) -> Reply:
         body = parse_object(ctx.body)
@@ -376,7 +377,14 @@ def _run_action(action: str) -> Handler:
         if action == "training.cancel":
             if rec.state not in lifecycle.CANCELLABLE_STATES:
                 raise ApiError(409, "run_not_cancellable", f"A run in state {rec.state} cannot be cancelled.")
-            lifecycle.cancel(rec)
+            lifecycle.cancel(rec, now)
+        elif action == "training.restart":
+            proposal = rec.proposal
+            if proposal is None:
+                raise no_restart_proposed(rec)
+            if conf["proposal_id"] != proposal["proposal_id"]:
+                raise ApiError(422, "confirmation_mismatch", "The confirmation is for another restart proposal.")
+            lifecycle.restart(rec, proposal["proposal_id"], now)
         else:
             if not rec.terminal:
                 raise ApiError(422, "validation_rejected", "Cancel the run or let it finish before cleanup.",
@@ -410,6 +418,7 @@ def routes(backend: Backend) -> list[Route]:
         ("GET", "/v1/training-runs/{run_id}/checkpoints", run_checkpoints, READ, False),
         ("POST", "/v1/training-runs/{run_id}/cancel", _run_action("training.cancel"), WRITE, True),
         ("POST", "/v1/training-runs/{run_id}/cleanup", _run_action("training.cleanup"), WRITE, True),
+        ("POST", "/v1/training-runs/{run_id}/restart", _run_action("training.restart"), WRITE, True),
     ]
     # One Route per (method, path): Starlette prefers a full match over a path-only one.
     return [

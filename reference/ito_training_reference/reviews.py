@@ -3,8 +3,10 @@
 A plan keeps the exact manifest bytes it was given, so the desk renders the backend's own parse
 of them. A confirmation request is `pending` until a person decides it at the desk (or an
 operator does, headless); it reads as `expired` once its deadline has passed undecided.
-Confirming creates the `confirmations` row that create / cancel / cleanup consume, in the same
-transaction that marks the request decided, so a request is decided at most once.
+Confirming creates the `confirmations` row that create / cancel / cleanup / restart consume, in the
+same transaction that marks the request decided, so a request is decided at most once. A restart
+request is bound to the backend's proposal (`proposal_id`); declining it lets the paused stage
+continue where it paused, in that same transaction.
 
 Retention: a plan records when its request settled (was decided, or expired undecided). Each new
 plan deletes the stored manifest bytes of at most `PURGE_BATCH` plans settled more than
@@ -18,6 +20,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from . import lifecycle
 from .store import Store, new_id, rfc3339
 
 REQUEST_TTL_S = 60 * 60
@@ -77,8 +80,21 @@ def plan_view(row: sqlite3.Row, request: dict[str, Any] | None) -> dict[str, Any
         "plan_id": row["plan_id"], "account_id": row["account_id"], "booking_id": row["booking_id"],
         "manifest_sha256": row["manifest_sha256"], "valid": bool(row["valid"]), "checks": json.loads(row["checks"]),
         "estimate": None if row["estimate"] is None else json.loads(row["estimate"]),
+        "parallelism": None if row["parallelism"] is None else json.loads(row["parallelism"]),
         "confirmation_request": request, "created_at": rfc3339(row["created_at"]),
     }
+
+
+def still_possible(row: sqlite3.Row, rec: lifecycle.RunRecord) -> bool:
+    """Can the run still undergo what this cancel / cleanup / restart request asks for?"""
+    if row["action"] == "training.cancel":
+        return rec.state in lifecycle.CANCELLABLE_STATES
+    if row["action"] == "training.cleanup":
+        return rec.terminal
+    if row["action"] == "training.restart":
+        proposal = rec.proposal
+        return proposal is not None and proposal["proposal_id"] == row["proposal_id"]
+    return True
 
 
 def pending_count(store: Store, account_id: str, now: float) -> int:
@@ -112,9 +128,11 @@ def _insert_request(conn: sqlite3.Connection, values: dict[str, Any], now: float
     request_id = new_id("creq")
     conn.execute(
         "INSERT INTO confirmation_requests (request_id, account_id, action, status, booking_id, run_id, plan_id, "
-        "manifest_sha256, max_cost_usd, expires_at, created_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+        "manifest_sha256, max_cost_usd, expires_at, created_at, proposal_id) "
+        "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)",
         (request_id, values["account_id"], values["action"], values["booking_id"], values.get("run_id"),
-         values.get("plan_id"), values.get("manifest_sha256"), values["max_cost_usd"], now + ttl_s, now),
+         values.get("plan_id"), values.get("manifest_sha256"), values["max_cost_usd"], now + ttl_s, now,
+         values.get("proposal_id")),
     )
     return request_id
 
@@ -122,6 +140,7 @@ def _insert_request(conn: sqlite3.Connection, values: dict[str, Any], now: float
 def create_plan(
     store: Store, *, account_id: str, booking_id: str, manifest_sha256: str, manifest: bytes, checks: list[Any],
     estimate: dict[str, Any] | None, max_cost_usd: str | None, settings: Settings = Settings(),
+    parallelism: dict[str, Any] | None = None,
 ) -> tuple[sqlite3.Row, sqlite3.Row | None]:
     """Store a plan; when `max_cost_usd` is given (a valid plan) also open its create request."""
     now = store.clock()
@@ -136,11 +155,13 @@ def create_plan(
             }, now, settings.request_ttl_s)
         conn.execute(
             "INSERT INTO plans (plan_id, account_id, booking_id, manifest_sha256, manifest, valid, checks, estimate, "
-            "request_id, created_at, settled_at, manifest_purged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            "request_id, created_at, settled_at, manifest_purged_at, parallelism) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
             (plan_id, account_id, booking_id, manifest_sha256, manifest, int(max_cost_usd is not None),
              json.dumps(checks), None if estimate is None else json.dumps(estimate), request_id, now,
              # a plan's request settles when it expires, unless decided sooner (decide() moves it)
-             None if request_id is None else now + settings.request_ttl_s),
+             None if request_id is None else now + settings.request_ttl_s,
+             None if parallelism is None else json.dumps(parallelism)),
         )
         if request_id is None:  # nobody will review an invalid plan: keep only the newest few
             conn.execute(
@@ -154,13 +175,15 @@ def create_plan(
 
 def create_run_request(
     store: Store, *, account_id: str, action: str, run_id: str, booking_id: str, manifest_sha256: str,
-    settings: Settings = Settings(),
+    settings: Settings = Settings(), proposal_id: str | None = None, max_cost_usd: str = "0.00",
 ) -> sqlite3.Row:
+    """A cancel, cleanup or restart request for a run; a restart request is bound to `proposal_id` and asks
+    the person to confirm the repeated steps' cost (`max_cost_usd`)."""
     now = store.clock()
     with store.tx() as conn:
         request_id = _insert_request(conn, {
             "account_id": account_id, "action": action, "booking_id": booking_id, "run_id": run_id,
-            "manifest_sha256": manifest_sha256, "max_cost_usd": "0.00",
+            "manifest_sha256": manifest_sha256, "max_cost_usd": max_cost_usd, "proposal_id": proposal_id,
         }, now, settings.request_ttl_s)
     row = request(store, request_id)
     assert row is not None
@@ -197,6 +220,17 @@ def list_requests(store: Store, *, account_id: str | None = None, status: str | 
     return store.rows(sql, (*params, MAX_LISTED_REQUESTS))
 
 
+def _declined_restart(store: Store, conn: sqlite3.Connection, run_id: str, proposal_id: str | None,
+                      now: float) -> None:
+    """A declined restart lets the paused stage continue (when the proposal is still the pending one)."""
+    found = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if found is None or proposal_id is None:
+        return
+    rec = store.record(found)
+    lifecycle.decline(rec, proposal_id, now)
+    store.save_run(conn, rec, now)
+
+
 def decide(
     store: Store, request_id: str, *, confirm: bool, via: str, by: str, account_id: str | None = None,
     settings: Settings = Settings(),
@@ -216,11 +250,13 @@ def decide(
             ref = new_id("cnf")
             conn.execute(
                 "INSERT INTO confirmations (ref, account_id, action, booking_id, run_id, manifest_sha256, "
-                "max_cost_usd, expires_at, consumed_at, consumed_by, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
+                "max_cost_usd, expires_at, consumed_at, consumed_by, created_at, proposal_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
                 (ref, row["account_id"], row["action"], row["booking_id"], row["run_id"], row["manifest_sha256"],
-                 row["max_cost_usd"], now + settings.confirmation_ttl_s, now),
+                 row["max_cost_usd"], now + settings.confirmation_ttl_s, now, row["proposal_id"]),
             )
+        elif row["action"] == "training.restart" and row["run_id"] is not None:
+            _declined_restart(store, conn, row["run_id"], row["proposal_id"], now)
         cur = conn.execute(
             "UPDATE confirmation_requests SET status = ?, decided_at = ?, decided_via = ?, decided_by = ?, "
             "confirmation_ref = ? WHERE request_id = ? AND status = 'pending'",

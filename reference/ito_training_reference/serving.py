@@ -117,7 +117,7 @@ def server_config(app: Any, *, host: str, port: int, header_timeout_s: float = H
                   graceful_shutdown_s: int = 2) -> uvicorn.Config:
     """The one uvicorn configuration of the reference backend (CLI and harness)."""
     return uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="off",
+        app, host=host, port=port, log_level="warning", lifespan="on",
         http=guarded_protocol(header_timeout_s, body_timeout_s),
         timeout_keep_alive=keep_alive_s, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         timeout_graceful_shutdown=graceful_shutdown_s,

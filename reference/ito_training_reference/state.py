@@ -12,7 +12,7 @@ from .store import Store
 
 CONTRACT_VERSION = "ito.training.v1"
 OPERATIONS = ("create", "status", "logs", "metrics", "checkpoints", "cancel", "cleanup", "plan",
-              "confirmation_requests")
+              "confirmation_requests", "restart")
 MAX_REQUEST_LOG = 10_000
 SESSION_TTL_S = 60 * 60  # a desk session lives at most this long
 SESSION_IDLE_S = 15 * 60  # and ends after this long unused
@@ -33,12 +33,20 @@ class Backend:
     store: Store
     operator_token: str
     auto_advance_s: float | None = None
+    interrupt_every_steps: int | None = None
     public_url: str | None = None
     reviews: Settings = field(default_factory=Settings)
     desk: DeskSettings = field(default_factory=DeskSettings)
     faults: FaultRegistry = field(default_factory=FaultRegistry)
     in_flight: set[tuple[str, str]] = field(default_factory=set)
     requests: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_REQUEST_LOG))
+
+    def catch_up(self) -> int:
+        """Bring every active run up to the run clock (`auto_advance_s`), as of the store's clock; every
+        request does this first, and so does the background clock. Returns how many runs moved."""
+        if self.auto_advance_s is None:
+            return 0
+        return self.store.auto_advance(self.auto_advance_s, self.interrupt_every_steps)
 
     def base_url(self, scope: Any) -> str:
         """Where people reach this backend: the configured public URL, else the address the

@@ -59,7 +59,8 @@ CREATE TABLE IF NOT EXISTS bookings (
 CREATE TABLE IF NOT EXISTS confirmations (
     ref TEXT PRIMARY KEY,
     account_id TEXT NOT NULL REFERENCES accounts(account_id),
-    action TEXT NOT NULL CHECK (action IN ('training.create', 'training.cancel', 'training.cleanup')),
+    action TEXT NOT NULL
+        CHECK (action IN ('training.create', 'training.cancel', 'training.cleanup', 'training.restart')),
     booking_id TEXT NOT NULL,
     run_id TEXT,
     manifest_sha256 TEXT,
@@ -137,7 +138,8 @@ CREATE TABLE IF NOT EXISTS plans (
 CREATE TABLE IF NOT EXISTS confirmation_requests (
     request_id TEXT PRIMARY KEY,
     account_id TEXT NOT NULL REFERENCES accounts(account_id),
-    action TEXT NOT NULL CHECK (action IN ('training.create', 'training.cancel', 'training.cleanup')),
+    action TEXT NOT NULL
+        CHECK (action IN ('training.create', 'training.cancel', 'training.cleanup', 'training.restart')),
     status TEXT NOT NULL CHECK (status IN ('pending', 'confirmed', 'declined')),
     booking_id TEXT NOT NULL,
     run_id TEXT,
@@ -193,7 +195,13 @@ ADDED_COLUMNS = (
     ("plans", "settled_at", "REAL"),
     ("plans", "manifest_purged_at", "REAL"),
     ("desk_sessions", "last_seen_at", "REAL"),
+    ("runs", "events", "TEXT"),
+    ("plans", "parallelism", "TEXT"),
+    ("confirmation_requests", "proposal_id", "TEXT"),
+    ("confirmations", "proposal_id", "TEXT"),
 )
+# Tables whose action CHECK an older version wrote without training.restart: rebuilt on open.
+ACTION_TABLES = ("confirmations", "confirmation_requests")
 # Indexes over added columns are created after the migration (an old table lacks the column before).
 LATE_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS plans_by_settled ON plans (settled_at) WHERE settled_at IS NOT NULL",
@@ -244,6 +252,22 @@ class Store:
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection) -> None:
+        Store._add_columns(conn)
+        for table in ACTION_TABLES:  # SQLite cannot alter a CHECK: copy into a table with the new one
+            sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                               (table,)).fetchone()[0]
+            if "'training.restart'" not in sql:
+                conn.execute(sql.replace(f"CREATE TABLE {table}", f"CREATE TABLE {table}_restart", 1).replace(
+                    "'training.cleanup')", "'training.cleanup', 'training.restart')"))
+                conn.execute(f"INSERT INTO {table}_restart SELECT * FROM {table}")  # noqa: S608 - constant names
+                conn.execute(f"DROP TABLE {table}")
+                conn.execute(f"ALTER TABLE {table}_restart RENAME TO {table}")
+        for statement in SCHEMA.split(";"):  # indexes dropped with a rebuilt table come back
+            if statement.strip():
+                conn.execute(statement)
+
+    @staticmethod
+    def _add_columns(conn: sqlite3.Connection) -> None:
         for table, column, declaration in ADDED_COLUMNS:
             present = {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}  # constant names
             if column not in present:
@@ -385,7 +409,10 @@ class Store:
             loss=row["loss"], cost_usd_to_date=row["cost_usd_to_date"], goodput=row["goodput"],
             interruption_rate=row["interruption_rate"], checkpoint_bandwidth_gbps=row["checkpoint_bandwidth_gbps"],
             created_at=row["created_at"], updated_at=row["updated_at"], advanced_at=row["advanced_at"],
+            events=json.loads(row["events"]) if row["events"] else {},
         )
+
+    record = _record  # for modules that change a run inside their own transaction
 
     def run(self, run_id: str) -> RunRecord | None:
         row = self.row("SELECT * FROM runs WHERE run_id = ?", (run_id,))
@@ -402,11 +429,13 @@ class Store:
     @staticmethod
     def insert_run(conn: sqlite3.Connection, rec: RunRecord) -> None:
         conn.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (run_id, account_id, booking_id, manifest_sha256, idempotency_key, state, stages, plan, "
+            "step, loss, cost_usd_to_date, goodput, interruption_rate, checkpoint_bandwidth_gbps, created_at, "
+            "updated_at, advanced_at, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rec.run_id, rec.account_id, rec.booking_id, rec.manifest_sha256, rec.idempotency_key, rec.state,
              json.dumps(rec.stages), json.dumps(rec.plan.as_json()), rec.step, rec.loss, rec.cost_usd_to_date,
              rec.goodput, rec.interruption_rate, rec.checkpoint_bandwidth_gbps, rec.created_at, rec.updated_at,
-             rec.advanced_at),
+             rec.advanced_at, json.dumps(rec.events)),
         )
         Store._flush(conn, rec, rec.created_at)
 
@@ -415,19 +444,25 @@ class Store:
         rec.updated_at = now
         conn.execute(
             "UPDATE runs SET state = ?, stages = ?, step = ?, loss = ?, cost_usd_to_date = ?, goodput = ?, "
-            "interruption_rate = ?, checkpoint_bandwidth_gbps = ?, updated_at = ?, advanced_at = ? WHERE run_id = ?",
+            "interruption_rate = ?, checkpoint_bandwidth_gbps = ?, updated_at = ?, advanced_at = ?, events = ? "
+            "WHERE run_id = ?",
             (rec.state, json.dumps(rec.stages), rec.step, rec.loss, rec.cost_usd_to_date, rec.goodput,
-             rec.interruption_rate, rec.checkpoint_bandwidth_gbps, rec.updated_at, rec.advanced_at, rec.run_id),
+             rec.interruption_rate, rec.checkpoint_bandwidth_gbps, rec.updated_at, rec.advanced_at,
+             json.dumps(rec.events), rec.run_id),
         )
         Store._flush(conn, rec, now)
 
     @staticmethod
     def _flush(conn: sqlite3.Connection, rec: RunRecord, now: float) -> None:
-        """Write the record's pending log lines and checkpoints; apply checkpoint retention."""
+        """Write the record's pending log lines and checkpoints; apply checkpoint retention; drop the chart's
+        points past a rewind (a resume or a restart from a checkpoint)."""
         conn.executemany(
             "INSERT INTO run_logs (run_id, ts, stage, message) VALUES (?, ?, ?, ?)",
             [(rec.run_id, now, stage, message) for stage, message in rec.new_logs],
         )
+        if rec.rewound_to is not None:
+            conn.execute("DELETE FROM metric_history WHERE run_id = ? AND step > ?", (rec.run_id, rec.rewound_to))
+            rec.rewound_to = None
         conn.executemany(
             "INSERT OR REPLACE INTO metric_history (run_id, step, loss, goodput, ts) VALUES (?, ?, ?, ?, ?)",
             [(rec.run_id, step, loss, goodput, now) for step, loss, goodput in rec.new_metrics],
@@ -478,9 +513,12 @@ class Store:
             self.save_run(conn, rec, now)
             return rec
 
-    def auto_advance(self, interval_s: float) -> None:
-        """Demo timer, evaluated lazily on each request: one advance per elapsed interval."""
+    def auto_advance(self, interval_s: float, every_steps: int | None = None) -> int:
+        """The run clock: one advance per `interval_s` elapsed since a run last moved, as of `clock()`.
+        Deterministic in the clock's value, however often it is called; a run paused on a restart
+        proposal does not move. `every_steps`: the interruption rate. Returns how many runs moved."""
         now = self.clock()
+        moved = 0
         due = self.rows(
             "SELECT run_id FROM runs WHERE state IN ('queued', 'validating', 'running') AND advanced_at <= ?",
             (now - interval_s,),
@@ -491,9 +529,13 @@ class Store:
                 if current is None:
                     continue
                 rec = self._record(current)
+                if rec.paused:
+                    continue
                 for _ in range(MAX_AUTO_ADVANCES):
-                    if rec.terminal or now - rec.advanced_at < interval_s:
+                    if rec.terminal or rec.paused or now - rec.advanced_at < interval_s:
                         break
-                    lifecycle.advance(rec, now)
+                    lifecycle.advance(rec, now, every_steps)
                     rec.advanced_at += interval_s
                 self.save_run(conn, rec, now)
+                moved += 1
+        return moved

@@ -68,7 +68,8 @@ COMMANDS: dict[str, Command] = {
     "request-confirmation": Command(
         "request_confirmation",
         lambda a: {"action": f"training.{a.action}", "run_id": a.run},
-        "Open a confirmation request to cancel or clean up a run; prints the review URL (nothing changes yet).",
+        "Open a confirmation request to cancel, clean up or restart a run (a restart only as the backend "
+        "proposed it); prints the review URL (nothing changes yet).",
     ),
     "confirmation": Command(
         "confirmation_status",
@@ -109,6 +110,12 @@ COMMANDS: dict[str, Command] = {
         "Clean up a finished run, never the booking (needs its own training.cleanup confirmation and idempotency "
         "key).",
     ),
+    "restart": Command(
+        "restart_training",
+        lambda a: {"run_id": a.run, "confirmation_ref": a.confirmation_ref, "idempotency_key": a.idempotency_key},
+        "Restart a run from the checkpoint the backend proposed after a loss spike (needs its own "
+        "training.restart confirmation and idempotency key).",
+    ),
 }
 
 
@@ -145,8 +152,8 @@ def build_parser() -> CliParser:
     p.add_argument("--booking", metavar="ID", required=True, help="server-verified booking id")
     p.add_argument("--manifest", metavar="PATH", required=True, help="absolute path of the manifest to plan")
     p = add("request-confirmation")
-    p.add_argument("--action", choices=["cancel", "cleanup"], required=True, help="what the person is asked to "
-                   "confirm for the run")
+    p.add_argument("--action", choices=["cancel", "cleanup", "restart"], required=True,
+                   help="what the person is asked to confirm for the run")
     p.add_argument("--run", metavar="RUN_ID", required=True)
     p = add("confirmation")
     p.add_argument("--request", metavar="REQUEST_ID", required=True, help="the request id plan or "
@@ -171,7 +178,7 @@ def build_parser() -> CliParser:
     p.add_argument("--limit", metavar="N", type=int, help="lines per page (1-1000)")
     for name in ("metrics", "checkpoints"):
         add(name).add_argument("--run", metavar="RUN_ID", required=True)
-    for name in ("cancel", "cleanup"):
+    for name in ("cancel", "cleanup", "restart"):
         p = add(name)
         p.add_argument("--run", metavar="RUN_ID", required=True)
         p.add_argument("--confirmation-ref", metavar="REF", required=True,

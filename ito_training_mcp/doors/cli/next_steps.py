@@ -45,6 +45,7 @@ VERBS: dict[str, str] = {
     "list_checkpoints": "checkpoints",
     "cancel_training": "cancel",
     "cleanup_training": "cleanup",
+    "restart_training": "restart",
 }
 TOOLS: dict[str, str] = {verb: tool for tool, verb in VERBS.items()}
 
@@ -64,7 +65,7 @@ FLAGS: dict[str, str] = {
 ARGUMENTS: dict[str, str] = {flag: argument for argument, flag in FLAGS.items()}
 PLACEHOLDERS: dict[str, str] = {
     "--booking": "BOOKING_ID", "--manifest": "PATH", "--confirmation-ref": "REF", "--idempotency-key": "KEY",
-    "--run": "RUN_ID", "--request": "REQUEST_ID", "--wait": "SECONDS", "--action": "cancel|cleanup",
+    "--run": "RUN_ID", "--request": "REQUEST_ID", "--wait": "SECONDS", "--action": "cancel|cleanup|restart",
     "--cursor": "CURSOR", "--limit": "N",
 }
 DEFAULT_WAIT_S = 55  # the core's longest single wait (ITO_TRAINING_MAX_WAIT_S default)
@@ -76,7 +77,7 @@ _FIELD_WORDS = {
     "failed_checks": "failed checks", "confirmation_ref": "confirmation reference", "run_id": "run id",
     "request_id": "request id", "booking_id": "booking id", "idempotency_key": "idempotency key",
     "retry_after_s": "retry-after seconds", "confirmation_request": "confirmation request",
-    "cleaned": "list of what was cleaned",
+    "cleaned": "list of what was cleaned", "proposed_actions": "proposed actions",
 }
 _SNAKE_ARGUMENTS = sorted((a for a in FLAGS if "_" in a), key=len, reverse=True)
 _TOOL_ALTERNATION = "|".join(sorted(map(re.escape, VERBS), key=len, reverse=True))
@@ -214,6 +215,8 @@ def next_command(verb: str, arguments: Mapping[str, Any], envelope: Envelope) ->
             return build("status", ("--idempotency-key", _key(data.get("idempotency_key"))), _wait())
         if data.get("terminal"):
             return build("logs", ("--run", run_id))
+        if any(isinstance(p, dict) and p.get("status") == "pending" for p in data.get("proposed_actions") or []):
+            return build("request-confirmation", ("--action", "restart"), ("--run", run_id))
         return build("status", ("--run", run_id), _wait())
     if verb == "logs":
         cursor = _cursor(data.get("next_cursor"))
@@ -224,6 +227,8 @@ def next_command(verb: str, arguments: Mapping[str, Any], envelope: Envelope) ->
         return build("logs", ("--run", run_id), *((("--cursor", same),) if same is not None else ()))
     if verb == "cancel":
         return build("request-confirmation", ("--action", "cleanup"), ("--run", run_id))
+    if verb == "restart":
+        return build("status", ("--run", run_id), _wait())
     return None
 
 
@@ -247,6 +252,8 @@ def _after_decision(data: Mapping[str, Any], arguments: Mapping[str, Any]) -> st
     manifest = _path(arguments.get("manifest_path"))
     if status == "pending":
         return _confirmation(request_id, manifest if action == "training.create" else None)
+    if status == "declined" and action == "training.restart":  # the run goes on from where it paused
+        return build("status", ("--run", _id(data.get("run_id"))), _wait())
     if status != "confirmed":
         return None  # declined: stop; expired: only if the person still wants it, plan or request again
     ref = _id(data.get("confirmation_ref"))
@@ -254,7 +261,7 @@ def _after_decision(data: Mapping[str, Any], arguments: Mapping[str, Any]) -> st
     if action == "training.create":
         return build("train", ("--booking", _id(data.get("booking_id"))), ("--manifest", manifest),
                      ("--confirmation-ref", ref), ("--idempotency-key", request_key("train", request_id)))
-    if action in ("training.cancel", "training.cleanup"):
+    if action in ("training.cancel", "training.cleanup", "training.restart"):
         verb = str(action).removeprefix("training.")
         return build(verb, ("--run", run_id), ("--confirmation-ref", ref),
                      ("--idempotency-key", request_key(verb, request_id)))
@@ -287,7 +294,9 @@ def _after_refusal(verb: str, arguments: Mapping[str, Any], envelope: Envelope) 
             return build("plan", ("--booking", _id(arguments.get("booking_id"))),
                          ("--manifest", _path(arguments.get("manifest_path"))))
         return None
-    if verb in ("cancel", "cleanup"):
+    if details.get("reason") == "no_restart_proposed":  # nothing to restart: its state says what happened
+        return build("status", ("--run", run_id))
+    if verb in ("cancel", "cleanup", "restart"):
         if error.code in _LOOK_UP_BY_KEY | {ErrorCode.BACKEND_ERROR} or redirected:
             return build("status", ("--run", run_id))
         if error.code in _CONFIRM_AGAIN:

@@ -30,8 +30,8 @@ from ito_training_mcp.doors.cli.next_steps import details_for_cli, next_command,
 from ito_training_mcp.envelope import Envelope, ErrorCode, ErrorInfo
 from ito_training_mcp.service import notices
 
-MUTATIONS = {"train": "submission", "cancel": "cancel", "cleanup": "cleanup"}
-_ACTIONS = ("training.create", "training.cancel", "training.cleanup")
+MUTATIONS = {"train": "submission", "cancel": "cancel", "cleanup": "cleanup", "restart": "restart"}
+_ACTIONS = ("training.create", "training.cancel", "training.cleanup", "training.restart")
 _STATUSES = ("pending", "confirmed", "declined", "expired")
 _USER_ACTIONS = ("accept", "decline", "cancel", "unanswered")
 
@@ -180,7 +180,7 @@ def _situation(verb: str, error: ErrorInfo) -> str | None:
                     "Run it again when you want to.")
         if verb not in MUTATIONS:
             return None
-        if verb in ("cancel", "cleanup"):
+        if verb in ("cancel", "cleanup", "restart"):
             return (f"The command was interrupted after the {action} may have reached the backend, so whether it "
                     f"took effect is unknown. Check the run with the next command; if the {action} has not "
                     f"happened, run the same {verb} command again (same key and reference), never with a new key.")
@@ -205,6 +205,9 @@ def _situation(verb: str, error: ErrorInfo) -> str | None:
     if verb == "plan" and code is ErrorCode.DIGEST_MISMATCH:
         return ("The backend computed a different digest for the manifest bytes it received; nothing was opened. "
                 "Run the same plan command once more; if it happens again, report it to the backend's operator.")
+    if code is ErrorCode.VALIDATION_REJECTED and details.get("reason") == "no_restart_proposed":
+        return ("The backend has no pending restart proposal for this run: a restart is only ever its proposal after "
+                "a loss spike, decided once. Nothing was restarted; the next command shows the run's state.")
     if code is ErrorCode.VALIDATION_REJECTED and details.get("reason") == "run_active":
         return ("Cleanup needs a finished run, and this one is still active: it has to finish, or be cancelled "
                 "first (request a cancel confirmation, then cancel). The next command follows it.")
@@ -213,7 +216,7 @@ def _situation(verb: str, error: ErrorInfo) -> str | None:
                 "'ito-training plan' or 'ito-training request-confirmation' printed.")
     if code is ErrorCode.AUTH_MISSING:
         return _credential(details, error.message)
-    if verb in ("cancel", "cleanup"):
+    if verb in ("cancel", "cleanup", "restart"):
         return _run_action(verb, code, bool(error.retryable))
     if code is ErrorCode.BACKEND_ERROR:
         said = "The backend reported an error (its status is in the details). "
@@ -227,7 +230,7 @@ def _situation(verb: str, error: ErrorInfo) -> str | None:
 
 
 def _run_action(verb: str, code: ErrorCode, retryable: bool) -> str | None:
-    """Cancel and cleanup: their own confirmation (through request-confirmation) and key."""
+    """Cancel, cleanup and restart: their own confirmation (through request-confirmation) and key."""
     def request(how: str) -> str:
         return (f"request a new {verb} confirmation for this run ({how}), confirm it at the Itô desk, then run the "
                 f"{verb} command that 'ito-training confirmation' prints")
@@ -352,6 +355,14 @@ def _success_table() -> dict[str, str]:
         n.NOTICE_CLEANED:
             "The run's artefacts listed above were cleaned up as confirmed. The booking was not released or "
             "modified.",
+        n.NOTICE_RESTART_PROPOSED:
+            "The backend paused the run after a loss spike and proposes a restart from an earlier checkpoint (shown "
+            "above, with the steps that would run again and their cost). Nothing happens unless you decide: if you "
+            "want the restart, the next command asks for it and you confirm at the Itô desk; declining there lets "
+            "the run continue from where it paused.",
+        n.NOTICE_RESTARTED:
+            "The run restarted from the proposed checkpoint as confirmed; the steps since it run again. Nothing else "
+            "was changed; the booking is untouched. The next command follows the run.",
         n.NOTICE_PLAN_VALID:
             "The backend checked this plan and opened a confirmation request; nothing was created or spent. Open "
             "the review URL above and sign in at the Itô desk yourself (the link carries no sign-in); read what "
@@ -375,7 +386,8 @@ def _success_table() -> dict[str, str]:
 
 def _opened(action: str, run_id: str) -> str:
     verb = action.removeprefix("training.")
-    what = {"cancel": f"to cancel run {run_id}", "cleanup": f"to clean up run {run_id}"}.get(verb, f"for {action}")
+    what = {"cancel": f"to cancel run {run_id}", "cleanup": f"to clean up run {run_id}",
+            "restart": f"to restart run {run_id} from the proposed checkpoint"}.get(verb, f"for {action}")
     return (f"A confirmation request {what} was opened; nothing has changed yet. Open the review "
             "URL above and sign in at the Itô desk yourself (the link carries no sign-in); read it and confirm or "
             f"decline there. The next command waits for the decision and, once it is confirmed, prints the {verb} "
@@ -383,13 +395,17 @@ def _opened(action: str, run_id: str) -> str:
 
 
 def _decided(action: str, status: str) -> str:
-    verb = {"training.create": "train", "training.cancel": "cancel", "training.cleanup": "cleanup"}[action]
+    verb = {"training.create": "train", "training.cancel": "cancel", "training.cleanup": "cleanup",
+            "training.restart": "restart"}[action]
     if status == "confirmed":
         does = {"train": "submits exactly the manifest that was confirmed", "cancel": "cancels the run",
-                "cleanup": "cleans the run up"}[verb]
+                "cleanup": "cleans the run up", "restart": "restarts the run from the proposed checkpoint"}[verb]
         return (f"Confirmed at the Itô desk. The next command {does}, with this confirmation and the idempotency "
                 f"key of this request; if it has to be retried, run exactly the same command again. The reference "
                 "is single use and expires.")
+    if status == "declined" and verb == "restart":
+        return ("Declined at the Itô desk: nothing was restarted, and the run continues from where it paused. The "
+                "next command follows it; stopping it would be a cancel of its own.")
     if status == "declined":
         return "Declined at the Itô desk: nothing will be created, cancelled or cleaned up for this request."
     if status == "expired" and verb == "cancel":

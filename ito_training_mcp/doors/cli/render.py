@@ -71,8 +71,10 @@ def _stages(stages: list[dict[str, Any]]) -> list[str]:
         gate = stage.get("gate") or {}
         evals = gate.get("evals") or {}
         shown = ", ".join(f"{k} {_scalar(v)}" for k, v in evals.items()) if isinstance(evals, dict) else ""
+        battery = gate.get("battery") if isinstance(gate.get("battery"), dict) else {}
         lines.append(f"{_INDENT}{stage.get('name', '')!s:<{width}}  {stage.get('state', '')}"
-                     f"  gate {gate.get('status', '-')}" + (f" ({shown})" if shown else ""))
+                     f"  gate {gate.get('status', '-')}" + (f" [{battery.get('name')}]" if battery else "")
+                     + (f" ({shown})" if shown else ""))
     return lines
 
 
@@ -106,6 +108,19 @@ def _run(data: dict[str, Any]) -> list[str]:
         lines.extend(_stages(data["stages"]))
     if data.get("failed_gates"):
         lines.append(f"Failed gates: {', '.join(data['failed_gates'])}")
+    for proposal in data.get("proposed_actions") or []:
+        lines.append(f"PROPOSED by the backend ({proposal.get('status')}, needs your decision): "
+                     f"{proposal.get('action')} after a {str(proposal.get('reason')).replace('_', ' ')} at step "
+                     f"{proposal.get('spike_step')} of stage {proposal.get('stage')} "
+                     f"(loss {proposal.get('spike_loss')}, was {proposal.get('loss_before')})")
+        lines.append(f"{_INDENT}restart from step {proposal.get('checkpoint_step')} "
+                     f"({proposal.get('checkpoint_id') or 'the start of the stage'}): "
+                     f"{proposal.get('repeated_steps')} step(s) run again, about ${proposal.get('repeated_cost_usd')}")
+    for item in data.get("interruptions") or []:
+        lines.append(f"Interruption at step {item.get('step')} ({item.get('stage')}): detected after "
+                     f"{_scalar(item.get('detect_s'))} s, resumed from step {item.get('resumed_from_step')} after "
+                     f"{_scalar(item.get('resume_s'))} s; {item.get('steps_lost')} step(s) run again"
+                     + ("" if item.get("within_targets") else " (OUTSIDE the detect/resume targets)"))
     lines += _waited(data.get("wait"))
     if data.get("cleaned") is not None:
         lines.append(f"Cleaned up: {', '.join(data['cleaned']) or '(nothing)'}")
@@ -138,6 +153,18 @@ def _metrics(data: dict[str, Any]) -> list[str]:
             for key, (label, before, after) in _METRICS.items() if key in data]
     rows += [(words(key).capitalize(), _scalar(value)) for key, value in data.items()
              if key not in _METRICS and key != "run_id" and not isinstance(value, dict | list)]
+    found = data.get("interruptions")
+    if isinstance(found, dict):
+        rows.append(("Interruptions", f"{found.get('count')}, mean detect {_scalar(found.get('mean_detect_s'))} s "
+                     f"(target < {_scalar(found.get('detect_target_s'))} s), mean resume "
+                     f"{_scalar(found.get('mean_resume_s'))} s (target < {_scalar(found.get('resume_target_s'))} s), "
+                     f"{found.get('steps_lost')} step(s) run again"
+                     + ("" if found.get("within_targets") else "; OUTSIDE the targets")))
+    rl = data.get("rl")
+    if isinstance(rl, dict):
+        rows.append(("RL", f"{str(rl.get('algorithm')).upper()} ({', '.join(rl.get('stability_fixes') or [])}); "
+                     f"{rl.get('trainer_gpus')} trainer / {rl.get('rollout_gpus')} rollout GPU(s); rollout staleness "
+                     f"{rl.get('staleness_steps')} of at most {rl.get('staleness_bound_steps')} step(s)"))
     width = max((len(label) for label, _ in rows), default=0)
     return [f"Metrics of run {data.get('run_id')}:", *(f"{_INDENT}{label + ':':<{width + 1}} {value}"
                                                        for label, value in rows)]
@@ -214,10 +241,19 @@ def _plan(data: dict[str, Any]) -> list[str]:
         why = ": ".join(str(p) for p in (check.get("reason"), check.get("message")) if p)
         lines.append(f"{_INDENT}{check.get('name', '')!s:<{width}}  {check.get('status')}"
                      + (f"  {why}" if why else ""))
+    layout = data.get("parallelism")
+    if isinstance(layout, dict):
+        lines.append(f"Parallelism: data {layout.get('data')} x tensor {layout.get('tensor')} x pipeline "
+                     f"{layout.get('pipeline')} on {layout.get('gpus')} GPU(s), sharding {layout.get('sharding')}, "
+                     f"{layout.get('precision')}; why:")
+        lines += [f"{_INDENT}{reason}" for reason in layout.get("reasons") or []]
     estimate = data.get("estimate")
     if isinstance(estimate, dict):
         lines.append(f"Estimate: ${estimate.get('usd')} for {_scalar(estimate.get('gpu_hours'))} GPU hours "
                      f"(an estimate, not a cap): {estimate.get('basis')}")
+        for line in estimate.get("stages") or []:
+            lines.append(f"{_INDENT}{line.get('name')}: ${line.get('usd')} "
+                         f"({_scalar(line.get('gpu_hours'))} GPU hours)")
     lines.append(f"Confirming allows at most ${data.get('max_cost_usd')} for this submission; "
                  f"SHA-256 {data.get('manifest_sha256')}.")
     if data.get("review_text"):
@@ -233,6 +269,8 @@ def _plan(data: dict[str, Any]) -> list[str]:
 def _opened(data: dict[str, Any]) -> list[str]:
     lines = [f"Confirmation request {data.get('request_id')}: {data.get('action')} of run {data.get('run_id')} "
              f"(booking {data.get('booking_id')}, untouched either way). Nothing has changed yet."]
+    if data.get("action") == "training.restart":
+        lines.append(f"{_INDENT}confirming allows at most ${data.get('max_cost_usd')} for the steps run again")
     return lines + _review_url(data)
 
 
@@ -260,7 +298,8 @@ def _decision(data: dict[str, Any]) -> list[str]:
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "check": _check, "digest": _digest, "plan": _plan, "request-confirmation": _opened, "confirmation": _decision,
-    "train": _run, "status": _run, "cancel": _run, "cleanup": _run, "logs": _logs, "checkpoints": _checkpoints,
+    "train": _run, "status": _run, "cancel": _run, "cleanup": _run, "restart": _run, "logs": _logs,
+    "checkpoints": _checkpoints,
     "metrics": _metrics,
 }
 

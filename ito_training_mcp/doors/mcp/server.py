@@ -99,7 +99,9 @@ Flow: check_training_availability -> digest_manifest -> plan_training -> show th
 they sign in at the Itô desk themselves and confirm or decline -> confirmation_status with the request_id \
 (wait_seconds) -> once confirmed, submit_training with its confirmation_ref and one stable \
 idempotency_key -> training_status. Cancel and cleanup: request_confirmation -> the desk -> \
-confirmation_status -> cancel_training / cleanup_training, each with its own key.
+confirmation_status -> cancel_training / cleanup_training, each with its own key. A restart the backend \
+proposes (training_status data.proposed_actions, after a loss spike) is never automatic: only if the user \
+wants it, request_confirmation with training.restart -> the desk -> restart_training with its own key.
 Rules: ok:false means stop, do not work around it, tell the user the notice and hand control back. \
 Only the user confirms, at the desk; a declined request means stop and never ask again unprompted. \
 Training is unavailable by default today: never substitute a local trainer, SSH, a browser flow or a \

@@ -40,6 +40,10 @@ def _allows(row: sqlite3.Row, estimate_usd: str | None) -> Markup:
         estimated = Markup("") if estimate_usd is None else h(" (estimated {})", money(estimate_usd))
         return h("Confirming allows one run of exactly the manifest above on booking <code>{}</code>, spending at "
                  "most {}{}.", row["booking_id"], money(row["max_cost_usd"]), estimated)
+    if row["action"] == "training.restart":
+        return h("Confirming allows the agent to restart run <code>{}</code> from the proposed checkpoint, spending "
+                 "at most {} on the steps run again, when it sends that request; until then the stage stays paused.",
+                 row["run_id"], money(row["max_cost_usd"]))
     verb = "cancel" if row["action"] == "training.cancel" else "clean up"
     return h("Confirming allows the agent to {} run <code>{}</code> when it sends that request; nothing happens to "
              "the run before then.", verb, row["run_id"])
@@ -77,7 +81,9 @@ def decided(store: Store, row: sqlite3.Row, status: str) -> Markup:
     if status == "confirmed":
         after = {"training.create": "starts the run with it",
                  "training.cancel": "sends the cancel with it; the run stops only then",
-                 "training.cleanup": "sends the cleanup with it"}.get(row["action"], "acts on it")
+                 "training.cleanup": "sends the cleanup with it",
+                 "training.restart": "sends the restart with it; the run resumes from the checkpoint only then"
+                 }.get(row["action"], "acts on it")
         follow = (h(' Follow the run on <a href="/desk/runs/{}">its page</a>.', row["run_id"]) if row["run_id"]
                   else Markup(""))
         body = h('<div class="ref-box"><p>You confirmed this on {}. There is nothing to pass on: the agent picks your '
@@ -87,6 +93,10 @@ def decided(store: Store, row: sqlite3.Row, status: str) -> Markup:
                  'once, for exactly this request, until {}.</p></div>',
                  rfc3339(row["decided_at"]), row["request_id"], after, follow, row["confirmation_ref"],
                  _expiry(store, row))
+    elif status == "declined" and row["action"] == "training.restart":
+        body = h('<div class="notice">You declined this on {}. Nothing was confirmed: the paused stage continues '
+                 'from where it paused, nothing is run again. Follow the run on <a href="/desk/runs/{}">its page</a>; '
+                 'it can still be cancelled on its own request.</div>', rfc3339(row["decided_at"]), row["run_id"])
     elif status == "declined":
         body = h('<div class="notice">You declined this on {}. Nothing was confirmed.</div>',
                  rfc3339(row["decided_at"]))

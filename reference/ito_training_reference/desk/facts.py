@@ -1,5 +1,6 @@
 """Pieces of the review pages: money, badges, manifest fields, the booking and what it has spent,
-the checks, the estimate, the data references, and other requests or runs of the same manifest."""
+the checks, the estimate, the parallelism chosen, the data references, other requests or runs of
+the same manifest, and a run's stages, incidents (interruptions, a proposed restart) and RL split."""
 
 from __future__ import annotations
 
@@ -169,9 +170,90 @@ def same_manifest(store: Store, request: sqlite3.Row) -> list[Markup]:
 
 
 def stages(rec: lifecycle.RunRecord) -> Markup:
-    return table(["Stage", "State", "Gate", "Evals"], [
-        (s["name"], status_badge(s["state"]), status_badge(s["gate"]["status"]),
-         ", ".join(f"{k}={v}" for k, v in s["gate"]["evals"].items())) for s in rec.stages])
+    """Each stage, its gate, the gate's named eval battery and its results."""
+    def battery(gate: dict[str, Any]) -> Markup:
+        found = gate.get("battery")
+        if not isinstance(found, dict):
+            return MISSING
+        return h('{}<br><span class="hint">{}</span>', found.get("name", ""),
+                 ", ".join(map(str, found.get("evals", []))))
+
+    return table(["Stage", "State", "Gate", "Eval battery", "Results"], [
+        (s["name"], status_badge(s["state"]), status_badge(s["gate"]["status"]), battery(s["gate"]),
+         ", ".join(f"{k}={v}" for k, v in s["gate"]["evals"].items()) or "—") for s in rec.stages])
+
+
+def parallelism(layout: Any) -> Markup:
+    """The layout the backend chose (data, tensor, pipeline, sharding, precision) and why."""
+    if not isinstance(layout, dict) or not layout:
+        return Markup('<p class="empty">Not recorded for this run.</p>')
+    return join([definition_list([
+        ("Precision", layout.get("precision", "")),
+        ("Degrees", h("data {} × tensor {} × pipeline {} on {} GPU(s)", layout.get("data"), layout.get("tensor"),
+                      layout.get("pipeline"), layout.get("gpus"))),
+        ("Sharding", {"none": "none", "within_node": "FSDP within each node, replicated across nodes"}.get(
+            str(layout.get("sharding")), str(layout.get("sharding")))),
+    ]), h("<ul>{}</ul>", join(h("<li>{}</li>", reason) for reason in layout.get("reasons", [])))])
+
+
+def interruptions(rec: lifecycle.RunRecord) -> Markup:
+    """Each recent interruption with its detection and resume times against the targets, and what they cost."""
+    found = rec.events.get("interruptions", [])
+    summary = h("Goodput {}; {} interruption(s), {} per hour; {} step(s) run again. Targets: detect within {} min, "
+                "resume within {} min.", rec.goodput, rec.events.get("interruption_count", 0), rec.interruption_rate,
+                rec.events.get("steps_lost", 0), int(lifecycle.DETECT_TARGET_S // 60),
+                int(lifecycle.RESUME_TARGET_S // 60))
+    rows = [(rfc3339(i["at"]), i["stage"],
+             h("at {}, resumed from {} ({} run again)", i["step"], i["resumed_from_step"], i["steps_lost"]),
+             h("{} s / {} s", f"{i['detect_s']:g}", f"{i['resume_s']:g}"),
+             status_badge("passed" if i["detect_s"] < lifecycle.DETECT_TARGET_S
+                          and i["resume_s"] < lifecycle.RESUME_TARGET_S else "failed"), i["cause"])
+            for i in reversed(found)]
+    return join([h("<p>{}</p>", summary), table(
+        ["Time", "Stage", "Steps", "Detected / resumed after", "Within targets", "Cause"], rows,
+        empty="No interruptions.")])
+
+
+def rl_split(rec: lifecycle.RunRecord) -> Markup | None:
+    found = lifecycle.metrics(rec, rfc3339)["rl"]
+    if found is None:
+        return None
+    return definition_list([
+        ("Algorithm", h("{} with the DAPO fixes: {}", found["algorithm"].upper(),
+                        ", ".join(f.replace("_", " ") for f in found["stability_fixes"]))),
+        ("GPUs", h("{} training, {} generating rollouts{}", found["trainer_gpus"], found["rollout_gpus"],
+                   " (shared)" if found["colocated"] else "")),
+        ("Rollout staleness", h("{} step(s) behind the trainer, bound {}", found["staleness_steps"],
+                                found["staleness_bound_steps"])),
+    ])
+
+
+def chart_marks(rec: lifecycle.RunRecord) -> list[tuple[int, str, str]]:
+    """Where the loss spiked and where a proposed restart would return to, for the chart."""
+    marks: list[tuple[int, str, str]] = []
+    proposals = [*rec.events.get("proposals", []), *([rec.proposal] if rec.proposal else [])]
+    for p in proposals[-3:]:
+        marks.append((int(p["spike_step"]), "spike", f"loss spike, step {p['spike_step']}"))
+        if p.get("status") == "pending":
+            marks.append((int(p["checkpoint_step"]), "checkpoint", f"restart from step {p['checkpoint_step']}"))
+    return marks
+
+
+def proposal(rec: lifecycle.RunRecord, found: dict[str, Any]) -> Markup:
+    """What the backend proposes, in words: the spike, the checkpoint, the repeated steps and their cost."""
+    return definition_list([
+        ("What happened", h("The loss spiked to {} at step {} in stage {} (it was {}). The stage is paused; nothing "
+                            "happens until you decide.", found["spike_loss"], found["spike_step"], found["stage"],
+                            found["loss_before"])),
+        ("Restart from", h("checkpoint <code>{}</code> at step {}, the last one before the spike",
+                           found["checkpoint_id"] or "(the start of the stage)", found["checkpoint_step"])),
+        ("Steps run again", h("{} (steps {} to {})", found["repeated_steps"], found["checkpoint_step"],
+                              found["spike_step"])),
+        ("Their cost", h("about {}, on top of the run's {} so far", money(found["repeated_cost_usd"]),
+                         money(rec.cost_usd_to_date))),
+        ("If you decline", "The stage continues from the spike, nothing is run again; the run can still be "
+                           "cancelled on its own request."),
+    ])
 
 
 def run_cost(rec: lifecycle.RunRecord) -> Markup:

@@ -68,6 +68,7 @@ class DeskApp:
         request = Request(scope, receive)
         try:
             screen(request, self.backend)
+            self.backend.catch_up()  # the run clock: no page shows a run behind it
             await self.router(scope, receive, send)
             return
         except DeskError as exc:
@@ -281,16 +282,22 @@ class DeskApp:
         logs = self.store.rows("SELECT ts, stage, message FROM run_logs WHERE run_id = ? ORDER BY id DESC LIMIT ?",
                                (rec.run_id, RECENT_LOG_LINES))
         checkpoints = self.store.checkpoints(rec.run_id)
+        rl = facts.rl_split(rec)
         body = join([
+            self._proposal_box(rec, current),
             h("<section>{}</section>", definition_list([
                 ("Run", h("<code>{}</code>", rec.run_id)), ("State", facts.status_badge(rec.state)),
                 ("Booking", h("<code>{}</code>", rec.booking_id)),
                 ("Manifest SHA-256", h('<code class="digest">{}</code>', rec.manifest_sha256)),
                 ("Step", rec.step), ("Loss", "—" if rec.loss is None else rec.loss),
-                ("Goodput", rec.goodput), ("Cost so far", facts.run_cost(rec)),
+                ("Goodput", rec.goodput), ("Interruption rate", h("{} per hour", rec.interruption_rate)),
+                ("Cost so far", facts.run_cost(rec)),
             ])),
             h("<h2>Stage gates</h2><section>{}</section>", facts.stages(rec)),
-            h("<h2>Loss and goodput</h2><section>{}</section>", chart(points)),
+            h("<h2>Loss and goodput</h2><section>{}</section>", chart(points, facts.chart_marks(rec))),
+            h("<h2>Interruptions</h2><section>{}</section>", facts.interruptions(rec)),
+            h("<h2>Parallelism and precision</h2><section>{}</section>", facts.parallelism(rec.plan.layout)),
+            Markup("") if rl is None else h("<h2>Reinforcement learning</h2><section>{}</section>", rl),
             h("<h2>Checkpoints</h2><section>{}</section>", table(["Step", "Written", "Size", "Location"], [
                 (c.step, rfc3339(c.created_at), f"{c.size_bytes:,} bytes", h("<code>{}</code>", c.uri))
                 for c in checkpoints], empty="No checkpoints yet.")),
@@ -298,6 +305,22 @@ class DeskApp:
                 (rfc3339(line["ts"]), line["stage"] or "", line["message"]) for line in logs], empty="No log lines.")),
         ])
         return self._page(f"Run {rec.run_id}", body, current, self._token(current))
+
+    def _proposal_box(self, rec: Any, current: session.Session) -> Markup:
+        """A pending restart proposal, first on the run's page, with its request when the agent opened one."""
+        found = rec.proposal
+        if found is None:
+            return Markup("")
+        asked = self.store.row(
+            "SELECT request_id FROM confirmation_requests WHERE account_id = ? AND run_id = ? AND proposal_id = ? "
+            "AND status = 'pending' AND expires_at > ? ORDER BY created_at DESC LIMIT 1",
+            (current.account_id, rec.run_id, found["proposal_id"], self.store.clock()))
+        where = (h('<p>The agent asked for your decision: <a href="/desk/requests/{}">review the restart request</a>.'
+                   '</p>', asked["request_id"]) if asked is not None else
+                 Markup("<p>No restart request yet: the agent asks for one (request_confirmation with "
+                        "training.restart); it then appears under Pending requests.</p>"))
+        return h('<div class="notice" id="proposal"><strong>Restart proposed.</strong>{}{}</div>',
+                 facts.proposal(rec, found), where)
 
     async def static(self, request: Request) -> Response:
         found = self._static.get(str(request.path_params["name"]))
@@ -314,7 +337,7 @@ def _estimate_usd(store: Any, row: Any) -> str | None:
 
 def _action(action: str) -> Markup:
     return h("{}", {"training.create": "start training", "training.cancel": "cancel a run",
-                    "training.cleanup": "clean up a run"}.get(action, action))
+                    "training.cleanup": "clean up a run", "training.restart": "restart a run"}.get(action, action))
 
 
 def _link_error(state: str) -> DeskError:

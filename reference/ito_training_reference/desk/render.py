@@ -116,8 +116,10 @@ def _fmt(value: float) -> str:
     return f"{value:.1f}"
 
 
-def chart(points: Sequence[tuple[int, float | None, float]]) -> Markup:
-    """Inline SVG: loss (left axis) and goodput (right axis, 0-1) over steps."""
+def chart(points: Sequence[tuple[int, float | None, float]],
+          marks: Sequence[tuple[int, str, str]] = ()) -> Markup:
+    """Inline SVG: loss (left axis) and goodput (right axis, 0-1) over steps. `marks` are (step, kind, label)
+    vertical markers, e.g. a loss spike (`spike`) and the checkpoint a restart returns to (`checkpoint`)."""
     usable = [(s, loss, g) for s, loss, g in points if math.isfinite(g) and (loss is None or math.isfinite(loss))]
     if len(usable) < 2:
         return Markup('<p class="empty">No metrics yet: the chart appears once a stage gate has passed.</p>')
@@ -136,6 +138,16 @@ def chart(points: Sequence[tuple[int, float | None, float]]) -> Markup:
     loss_line = " ".join(f"{_fmt(x(s))},{_fmt(y(loss, top_loss))}" for s, loss, _ in usable if loss is not None)
     goodput_line = " ".join(f"{_fmt(x(s))},{_fmt(y(g, 1.0))}" for s, _, g in usable)
     bottom, right = _PAD_T + inner_h, _PAD_L + inner_w
+    def mark(n: int, step: int, kind: str, label: str) -> Markup:
+        """A dashed vertical line, labelled on the side with the more room."""
+        at = x(step)
+        left = at > _PAD_L + inner_w / 2
+        return h('<line class="mark {}" x1="{}" y1="{}" x2="{}" y2="{}"/>'
+                 '<text class="mark {}" x="{}" y="{}" text-anchor="{}">{}</text>', kind, _fmt(at), _PAD_T, _fmt(at),
+                 bottom, kind, _fmt(at - 4 if left else at + 4), _PAD_T + 12 + 14 * n, "end" if left else "start",
+                 label)
+
+    shown = [mark(n, step, kind, label) for n, (step, kind, label) in enumerate(marks) if x0 <= step <= x1]
     ticks = []
     for i in range(5):
         frac = i / 4
@@ -150,9 +162,9 @@ def chart(points: Sequence[tuple[int, float | None, float]]) -> Markup:
              'over steps {x0} to {x1}</title>{ticks}'
              '<line class="frame" x1="{l}" y1="{b}" x2="{r}" y2="{b}"/>'
              '<polyline class="series loss" points="{loss}"/><polyline class="series goodput" points="{goodput}"/>'
-             '<text class="axis" x="{l}" y="{lab}">step {x0}</text>'
+             '{marks}<text class="axis" x="{l}" y="{lab}">step {x0}</text>'
              '<text class="axis" x="{r}" y="{lab}" text-anchor="end">step {x1}</text></svg>'
              '<figcaption><span class="key loss">loss (left axis)</span> '
              '<span class="key goodput">goodput (right axis, 0–1)</span></figcaption></figure>',
              w=CHART_W, ht=CHART_H, x0=x0, x1=x1, ticks=join(ticks), l=_PAD_L, r=right, b=bottom,
-             loss=loss_line, goodput=goodput_line, lab=bottom + 24)
+             loss=loss_line, goodput=goodput_line, lab=bottom + 24, marks=join(shown))

@@ -9,12 +9,16 @@ document as stored. Confirm is offered only when the stored bytes still hash to 
 digest, parse with the manifest schema, and every server-side check passed. Other requests and
 runs of exactly the same manifest on the booking are pointed out. Cancel and cleanup requests
 show the run, its state, what the action does once the agent sends it, and that the booking is
-untouched. The decision block itself is built by the page (`decision.py`), after all of this.
+untouched. A restart request shows what the backend proposes after a loss spike: the spike on the
+loss chart, the checkpoint it would return to, the steps run again and their cost, and what
+declining does; Confirm only while that proposal is still the run's pending one. The decision
+block itself is built by the page (`decision.py`), after all of this.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +32,7 @@ from ..store import Store, rfc3339
 from . import facts
 from .facts import field as _field
 from .facts import money
-from .render import Markup, definition_list, esc, h, join
+from .render import Markup, chart, definition_list, esc, h, join
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ def create_review(store: Store, request: sqlite3.Row) -> Review:
           else _field(doc, "description")),
         h("<h2>Booking</h2><section>{}</section>", facts.booking(store, request["booking_id"])),
         h("<h2>Server-side checks</h2><section>{}</section>", facts.checks(plan)),
+        h("<h2>Parallelism and precision</h2><section>{}</section>", facts.parallelism(
+            json.loads(plan["parallelism"]) if plan["parallelism"] else None)),
         h("<h2>Estimate</h2><section>{}</section>", facts.estimate(plan, request["max_cost_usd"])),
         h("<h2>Digest</h2><section>{}</section>", definition_list([
             ("Manifest SHA-256", h('<code class="digest">{}</code>', request["manifest_sha256"])),
@@ -193,5 +199,43 @@ def run_review(store: Store, request: sqlite3.Row) -> Review:
     return Review(join(parts), possible)
 
 
+def restart_review(store: Store, request: sqlite3.Row) -> Review:
+    """The content for a training.restart request: the proposal it is bound to, on the loss chart."""
+    rec = store.run(request["run_id"]) if request["run_id"] else None
+    if rec is None or rec.account_id != request["account_id"]:
+        return Review(Markup('<p class="error-box">The run behind this request is not on record.</p>'), False)
+    proposals = [*rec.events.get("proposals", []), *([rec.proposal] if rec.proposal else [])]
+    found = next((p for p in reversed(proposals) if p["proposal_id"] == request["proposal_id"]), None)
+    if found is None:
+        return Review(Markup('<p class="error-box">The restart proposal behind this request is not on record.</p>'),
+                      False)
+    possible = reviews.still_possible(request, rec)
+    points = [(int(p["step"]), p["loss"], float(p["goodput"])) for p in store.metric_history(rec.run_id)]
+    parts = [
+        h('<section class="summary"><p>The backend paused run <code>{}</code> after a loss spike and proposes to '
+          '<strong>restart it from step {}</strong>; the agent asks you to confirm. Running the {} step(s) again '
+          'costs about {} (you confirm up to {}).</p><p><strong>The booking <code>{}</code> is untouched.</strong>'
+          '</p></section>', rec.run_id, found["checkpoint_step"], found["repeated_steps"],
+          money(found["repeated_cost_usd"]), money(request["max_cost_usd"]), rec.booking_id),
+    ]
+    if not possible:
+        parts.append(h('<div class="error-box">This proposal is no longer pending (it is {}; the run is {}), so the '
+                       'restart could not be carried out.</div>', found.get("status", "settled"), rec.state))
+    parts += [
+        h("<h2>The proposal</h2><section>{}</section>", facts.proposal(rec, found)),
+        h("<h2>Loss and goodput</h2><section>{}</section>", chart(points, facts.chart_marks(rec))),
+        h("<h2>The run</h2><section>{}{}</section>", definition_list([
+            ("Run", h("<code>{}</code>", rec.run_id)), ("State", facts.status_badge(rec.state)),
+            ("Step", rec.step), ("Cost so far", facts.run_cost(rec)),
+        ]), facts.stages(rec)),
+        h("<h2>Booking</h2><section>{}</section>", facts.booking(store, rec.booking_id)),
+    ]
+    return Review(join(parts), possible)
+
+
 def review_of(store: Store, request: sqlite3.Row) -> Review:
-    return create_review(store, request) if request["action"] == "training.create" else run_review(store, request)
+    if request["action"] == "training.create":
+        return create_review(store, request)
+    if request["action"] == "training.restart":
+        return restart_review(store, request)
+    return run_review(store, request)
