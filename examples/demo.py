@@ -190,7 +190,7 @@ async def acts_two_and_three(workdir: Path, manifest: Path, checks: Checks) -> N
             review = str(digest["data"]["review_text"])
             print("\nThe review summary the agent shows the person (data.review_text), built from the bytes it hashed:")
             print(textwrap.indent(review, "    "))
-            checks.expect("review shown", sha in review and "$1200.00" in review)
+            checks.expect("review shown", sha in review and "$1,200.00" in review)
 
             plan = await show("plan_training: the backend checks the plan, estimates it, opens a confirmation request",
                               tool(client, "plan_training", {"booking_id": booking_id, "manifest_path": str(manifest)}),

@@ -320,7 +320,7 @@ def test_the_next_command(verb: str, arguments: dict[str, Any], envelope: Envelo
         assert f"\nNext command: {expected}\n" in render_human(shown, verb, nxt)
 
 
-@pytest.mark.parametrize("hostile", ["run 1; rm -rf ~", "run_1\u202e", "$(reboot)", "x" * 300, "ghp_" + "a1" * 18])
+@pytest.mark.parametrize("hostile", ["run 1; rm -rf ~", "run_1\u202e", "$(reboot)", "x" * 300, "ghp_" + "C4n4ry7f3b9c1e5a2d4fQ6b8e0cW9xk2L5mZ"])
 def test_values_that_are_not_clean_identifiers_become_placeholders(hostile: str) -> None:
     envelope = success({"run_id": hostile, "found": True, "terminal": False}, notice="n", live_api_contacted=True)
     assert next_command("status", {}, envelope) == "ito-training status --run RUN_ID --wait 55"

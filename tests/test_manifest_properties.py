@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp import secret_scan
+from ito_training_mcp import scanner
 from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.gates.manifest import strict_json
 from ito_training_mcp.service import TrainingService
@@ -177,7 +177,7 @@ def valid_documents(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         del doc["description"]
     for text in (doc["model"]["name"], *(r["name"] for r in refs)):
-        assume(not secret_scan.value_kinds(text))
+        assume(not scanner.text_kinds(text))
     return doc
 
 

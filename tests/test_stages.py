@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import pytest
 
-from ito_training_mcp import cli
+from ito_training_mcp.doors.cli import main as cli
 from ito_training_reference import ReferenceBackend
 from ito_training_reference.harness import OperatorError
 
