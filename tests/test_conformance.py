@@ -114,7 +114,7 @@ NOT_APPLICABLE: dict[str, NotApplicable] = {
     "resources-read-binary": NotApplicable(
         f"reads test://static-binary, {FIXTURE}", resources=("test://static-binary",)),
     "resources-templates-read": NotApplicable(
-        f"reads test://template/123/data, {FIXTURE}; the server offers no resource templates",
+        f"reads test://template/123/data, {FIXTURE}; this server's one template is a manifest's review",
         resources=("test://template/123/data",)),
     "prompts-get-simple": NotApplicable(f"gets test_simple_prompt, {FIXTURE}", prompts=("test_simple_prompt",)),
     "prompts-get-with-args": NotApplicable(
@@ -317,7 +317,7 @@ def test_not_applicable_scenarios_rest_on_facts_about_this_server(mcp_url: str) 
         resources = {r["uri"] for r in session.result("resources/list")["resources"]}
         templates = session.result("resources/templates/list")["resourceTemplates"]
     assert tools and prompts and resources
-    assert templates == []
+    assert [t["uriTemplate"] for t in templates] == ["ito-training://manifests/{sha256}/review"]
     for scenario, why in NOT_APPLICABLE.items():
         if why.capability is not None:
             head, _, tail = why.capability.partition(".")

@@ -377,7 +377,8 @@ async def test_every_relayed_field_passes_the_full_scanner(
     assert envelope.ok, envelope.to_json()
     wire = envelope.to_json()
     assert "PRIVATE KEY" not in wire and "Winter2026db" not in wire and "wJalrXUtnFEMI" not in wire
-    assert "<redacted: looked like a credential" in wire
+    if target not in ("create", "cancel") or not dotted.startswith("stages"):  # a mutation's answer omits stages
+        assert "<redacted: looked like a credential" in wire
 
 
 async def test_a_cached_capabilities_answer_still_passes_the_egress(fuzz_manifest: str) -> None:

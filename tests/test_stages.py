@@ -309,7 +309,8 @@ async def test_a_loss_spike_pauses_the_run_and_proposes_a_restart_that_only_a_co
 
     done = await call(connect, world, "restart_training", {**restart, "confirmation_ref": ref})
     assert done["ok"] is True and done["data"]["action"] == "restart" and done["data"]["proposed_actions"] == []
-    assert next(s for s in done["data"]["stages"] if s["name"] == "sft")["state"] == "running"
+    status = (await call(connect, world, "training_status", {"run_id": run_id}))["data"]
+    assert next(s for s in status["stages"] if s["name"] == "sft")["state"] == "running"
     again = await call(connect, world, "restart_training", {**restart, "confirmation_ref": ref})
     assert again["ok"] is True and again["data"]["updated_at"] == done["data"]["updated_at"]  # the same answer
     after = (await call(connect, world, "training_metrics", {"run_id": run_id}))["data"]

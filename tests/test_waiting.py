@@ -252,7 +252,7 @@ async def test_training_status_progress_is_the_runs_position(
     assert values == expected, values
     assert "queued" in str(seen[0][2])
     for stage, (_, _, message) in zip(stages, seen[1:], strict=False):
-        assert f"stage {stage}" in str(message) and "running" in str(message)
+        assert f"stage \"{stage}\"" in str(message) and "running" in str(message)
     assert any("step" in str(message) for _, _, message in seen)  # the metrics step refines the words
     assert "succeeded" in str(seen[-1][2])
     assert world.token not in json.dumps(seen)

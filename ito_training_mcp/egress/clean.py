@@ -18,6 +18,7 @@ writes a string out any other way. For each string, in this order:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -58,6 +59,13 @@ def escape(text: str, *, multiline: bool = False) -> str:
     if _all_shown(text, keep):
         return text
     return "".join(ch if shows(ch) or ch in keep else visible(ch) for ch in text)
+
+
+def quoted(text: str) -> str:
+    """A string from the manifest or the backend, in a sentence of this server's, as quoted data: JSON string
+    syntax (a quote or a backslash inside it is escaped, so nothing in it can end the quote), and nothing
+    unprintable shown raw."""
+    return escape(json.dumps(text, ensure_ascii=False))
 
 
 def relay_note(kinds: list[str]) -> str:

@@ -17,7 +17,7 @@ from ito_training_mcp.backend.models import (
     Run,
     RunState,
 )
-from ito_training_mcp.egress.clean import clean_progress
+from ito_training_mcp.egress.clean import clean_progress, quoted
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate
 from ito_training_mcp.errors import InputRefusal, Refusal
 from ito_training_mcp.gates import inputs
@@ -310,7 +310,7 @@ def run_position(run: Run, step: int | None = None) -> Position:
     value = passed + (0.5 if current is not None and run.state.value == "running" else 0.0)
     words = f"run {run.run_id}: {run.state.value}"
     if current is not None:
-        words += f", stage {current}"
+        words += f", stage {quoted(current)}"
     if run.pending_restart is not None:
         words += f", paused: restart from step {run.pending_restart.checkpoint_step} proposed"
     if run.stages:
@@ -333,12 +333,17 @@ def _status_notice(run: Run, timed_out: bool) -> str:
     return NOTICE_STATUS
 
 
+_DETAILS_OF_STATUS = frozenset({"stages", "proposed_actions", "interruptions"})
+
+
 def _mutation_data(action: str, run_id: str, key: str, result: Any, recovered: bool) -> dict[str, Any]:
 
     data: dict[str, Any] = {}
     if isinstance(result, Run):
-        data.update(_run_status(result))
-        # The run carries its submit key; this action has its own, and that is the one to retry with.
+        # The run as it now is, without its stages (training_status shows them). The run carries its submit
+        # key; this action has its own, and that is the one to retry with.
+        data.update({k: v for k, v in _run_status(result).items() if k not in _DETAILS_OF_STATUS
+                     or (k == "proposed_actions" and action == "restart")})
         data["submit_idempotency_key"] = data.pop("idempotency_key")
     elif isinstance(result, CleanupResult):
         if not result.booking_untouched:

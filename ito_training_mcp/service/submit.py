@@ -238,7 +238,6 @@ def _submission(run: Run, *, created: bool, recovered: bool) -> dict[str, Any]:
         "account_id": run.account_id,
         "created_at": data["created_at"],
         "updated_at": data["updated_at"],
-        "stages": data["stages"],
     }
 
 

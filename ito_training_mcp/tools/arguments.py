@@ -110,7 +110,6 @@ class Arguments:
     def schema(self, title: str) -> Schema:
         schema: Schema = {
             "type": "object",
-            "title": title,
             "properties": {name: dict(prop) for name, prop in self.properties.items()},
             "additionalProperties": False,
         }

@@ -235,7 +235,6 @@ class SubmissionData(TypedDict):
     account_id: Id
     created_at: Timestamp
     updated_at: Timestamp
-    stages: list[Stage]
 
 
 @_EXACT
@@ -349,7 +348,7 @@ class CheckpointsData(TypedDict):
 
 @_EXACT
 class CancelData(TypedDict):
-    """cancel_training: the run as it now is, and this action's own key."""
+    """cancel_training: the run as it now is (training_status shows its stages), and this action's own key."""
 
     run_id: Id
     booking_id: Id
@@ -358,9 +357,6 @@ class CancelData(TypedDict):
     state: RunState
     created_at: Timestamp
     updated_at: Timestamp
-    stages: list[Stage]
-    proposed_actions: Annotated[list[ProposedAction], _PROPOSED]
-    interruptions: list[Interruption]
     found: Literal[True]
     terminal: bool
     failed_gates: list[str]
@@ -381,9 +377,7 @@ class RestartData(TypedDict):
     state: RunState
     created_at: Timestamp
     updated_at: Timestamp
-    stages: list[Stage]
     proposed_actions: Annotated[list[ProposedAction], _PROPOSED]
-    interruptions: list[Interruption]
     found: Literal[True]
     terminal: bool
     failed_gates: list[str]
@@ -566,13 +560,14 @@ def inline_refs(schema: Schema) -> Schema:
 
 
 def _compact(node: Any) -> Any:
-    """Shorter, the same types: no value patterns or formats (the input schemas and the skill carry those),
-    and a nullable scalar as a list of types rather than an `anyOf`."""
+    """Shorter, the same types: no value patterns, formats or descriptions (the input schemas, the tool
+    descriptions and the skill carry those), and a nullable scalar as a list of types rather than an `anyOf`."""
     if isinstance(node, list):
         return [_compact(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {k: _compact(v) for k, v in node.items() if k not in ("pattern", "format") or not isinstance(v, str)}
+    out = {k: _compact(v) for k, v in node.items()
+           if k not in ("pattern", "format", "description") or not isinstance(v, str)}
     options = out.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         other = next(o for o in options if o != {"type": "null"})
@@ -592,8 +587,7 @@ def _strip_titles(node: Any) -> Any:
     return {k: _strip_titles(v) for k, v in node.items() if k != "title" or not isinstance(v, str)}
 
 
-_LEFT_OUT: Schema = {"type": "object", "additionalProperties": {"type": "integer"},
-                     "description": "What this result leaves out to stay short, counted."}
+_LEFT_OUT: Schema = {"type": "object", "additionalProperties": {"type": "integer"}}
 
 
 @cache
@@ -612,15 +606,9 @@ def error_schema() -> Schema:
     """The refusal, compact: the codes and what to do for each are in the skill's decision table."""
     return {
         "type": "object",
-        "properties": {
-            "code": {"type": "string", "description": "A stable error code."},
-            "message": {"type": "string"},
-            "retryable": {"type": "boolean"},
-            "gate": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-            "details": {"anyOf": [{"type": "object"}, {"type": "null"}]},
-        },
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "retryable": {"type": "boolean"},
+                       "gate": {"type": ["string", "null"]}, "details": {"type": ["object", "null"]}},
         "required": ["code", "message", "retryable", "gate"],
-        "additionalProperties": False,
     }
 
 
@@ -645,13 +633,10 @@ def envelope_schema(tool: str, data_model: Any) -> Schema:
     """The tool's `outputSchema`: the envelope with this tool's typed `data`."""
     schema: Schema = {
         "type": "object",
-        "title": f"{tool}Result",
-        "description": "ok: true carries data. ok: false carries error: stop, do not work around it, hand control "
-                       "back. live_api_contacted: a request reached the Itô backend during this call.",
         "properties": {
             "ok": {"type": "boolean"},
             "live_api_contacted": {"type": "boolean"},
-            "notice": {"type": "string", "description": "What happened and the one next step."},
+            "notice": {"type": "string"},
             "data": copy.deepcopy(data_schema(data_model)),
             "error": copy.deepcopy(error_schema()),
         },

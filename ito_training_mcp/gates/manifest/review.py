@@ -14,12 +14,11 @@ the CLI prints and the MCP resource serves.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from ito_training_mcp.egress.clean import escape
+from ito_training_mcp.egress.clean import quoted
 from ito_training_mcp.gates.manifest.schema import TrainingManifest
 
 REVIEW_WIDTH = 79  # the SHA-256 line (label column + 64 hex digits) fits exactly
@@ -123,12 +122,6 @@ def summary(full: dict[str, Any], bounds: Bounds) -> tuple[dict[str, Any], dict[
 
 
 # ---------------------------------------------------------------------------- text
-
-
-def quoted(text: str) -> str:
-    """A string from the manifest or the backend as quoted data: JSON string syntax (a quote or a backslash
-    inside it is escaped, so nothing in it can end the quote), and nothing unprintable shown raw."""
-    return escape(json.dumps(text, ensure_ascii=False))
 
 
 def money_line(budget: dict[str, Any]) -> str:
