@@ -66,11 +66,9 @@ def _texts(document: Any) -> tuple[list[str], list[str]]:
     order is `_places`'s; where each stands is worked out only when something is found."""
     if isinstance(document, str):
         return [], [document]
-    if not isinstance(document, dict | list):
-        return [], []
     keys: list[str] = []
     values: list[str] = []
-    stack = [document]
+    stack: list[Any] = [document] if isinstance(document, dict | list) else []
     while stack:
         node = stack.pop()
         if type(node) is dict:

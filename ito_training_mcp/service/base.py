@@ -44,7 +44,7 @@ from ito_training_mcp.gates.config import BackendSettings, ManifestSettings
 from ito_training_mcp.gates.manifest.digest import DigestedManifest, ManifestGate
 from ito_training_mcp.service.call import Call, CallClient
 from ito_training_mcp.service.flight import SingleFlight
-from ito_training_mcp.service.reviews import Reviews
+from ito_training_mcp.service.reviews import Reviews, review_data
 from ito_training_mcp.tools.specs import ALL_TOOLS
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -213,13 +213,14 @@ class ServiceBase:
             )
         return settings
 
-    async def _gate_manifest(self, path: str) -> DigestedManifest:
-        """Gate 2: secure read, strict JSON, secret scan, character rule, schema; the digest of the bytes read.
-        Off the event loop, a bounded number at a time (`ManifestGate`). The result is kept for its whole
-        review (`full_review`)."""
-        digested = await self._manifests.digest(path, ManifestSettings.from_env(self.env))
+    async def _gate_manifest(self, path: str, *, reviewed: bool = False) -> tuple[DigestedManifest, dict[str, Any]]:
+        """Gate 2: secure read, strict JSON, secret scan, character rule, schema; the digest of the bytes read,
+        and (`reviewed`) the review a result carries. Off the event loop, a bounded number at a time
+        (`ManifestGate`). The manifest is kept for its whole review (`full_review`)."""
+        digested, review = await self._manifests.digest(path, ManifestSettings.from_env(self.env),
+                                                         review_data if reviewed else None)
         self._reviews.keep(digested)
-        return digested
+        return digested, review or {}
 
     def full_review(self, sha256: str) -> DigestedManifest | None:
         """A manifest this process digested lately, by its SHA-256 (for the MCP resource and the CLI)."""

@@ -42,7 +42,6 @@ from ito_training_mcp.service.notices import (
     request_opened,
     request_status,
 )
-from ito_training_mcp.service.reviews import review_data
 from ito_training_mcp.service.waiting import MonotonicClock, Position, wait_data, wait_until
 
 RUN_ACTIONS = ("training.cancel", "training.cleanup", "training.restart")
@@ -76,7 +75,7 @@ class ConfirmationOperations(ServiceBase):
             path = inputs.manifest_path(manifest_path)
             call.note(booking_id=booking)
             settings = self._gate_availability()                             # 1 availability
-            digested = await self._gate_manifest(path)                       # 2 manifest
+            digested, review = await self._gate_manifest(path, reviewed=True)  # 2 manifest
             call.note(manifest_sha256=digested.sha256)
             async with self._backend(settings, call) as api:
                 await self._gate_capabilities(api, settings, _operations())           # 3 capabilities (+2)
@@ -85,7 +84,7 @@ class ConfirmationOperations(ServiceBase):
                 plan = await self._post_plan(api, booking, digested)                  # the plan, unkeyed
             _check_plan(plan, account_id, booking, digested)
             call.note(plan_id=plan.plan_id, request_id=_request_id(plan.confirmation_request))
-            return _plan_data(plan, digested), NOTICE_PLAN_VALID if plan.valid else NOTICE_PLAN_INVALID
+            return _plan_data(plan, digested, review), NOTICE_PLAN_VALID if plan.valid else NOTICE_PLAN_INVALID
 
         return await self._run("plan_training", body)
 
@@ -247,7 +246,7 @@ def _request_id(request: ConfirmationRequest | None) -> str | None:
     return None if request is None else request.request_id
 
 
-def _plan_data(plan: Plan, digested: DigestedManifest) -> dict[str, Any]:
+def _plan_data(plan: Plan, digested: DigestedManifest, review: dict[str, Any]) -> dict[str, Any]:
     request = plan.confirmation_request
     checks = [
         {"name": c.name, "status": c.status, "reason": c.reason,
@@ -278,7 +277,7 @@ def _plan_data(plan: Plan, digested: DigestedManifest) -> dict[str, Any]:
         "confirmation_request": opened,
         "max_cost_usd": f"{digested.manifest.budget.max_incremental_cost_usd}",
         "created_at": _rfc3339(plan, "created_at"),
-        **{key: value for key, value in review_data(digested).items() if key not in ("sha256", "path")},
+        **{key: value for key, value in review.items() if key not in ("sha256", "path")},
     }
 
 

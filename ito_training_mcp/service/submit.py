@@ -22,7 +22,6 @@ from ito_training_mcp.service.notices import (
     NOTICE_EXISTING,
     NOTICE_RECOVERED,
 )
-from ito_training_mcp.service.reviews import review_data
 
 
 class SubmitOperations(ServiceBase):
@@ -56,9 +55,9 @@ class SubmitOperations(ServiceBase):
     async def digest_manifest(self, manifest_path: object) -> Envelope:
         async def body(call: Call) -> Outcome:
             path = inputs.manifest_path(manifest_path)                       # 0 input
-            digested = await self._gate_manifest(path)                       # 2 manifest (local only)
+            digested, review = await self._gate_manifest(path, reviewed=True)  # 2 manifest (local only)
             call.note(manifest_sha256=digested.sha256)
-            return review_data(digested), NOTICE_DIGESTED
+            return review, NOTICE_DIGESTED
 
         return await self._run("digest_manifest", body)
 
@@ -77,7 +76,7 @@ class SubmitOperations(ServiceBase):
             ref = inputs.confirmation_ref(confirmation_ref)
             call.note(confirmation_ref=ref)
             settings = self._gate_availability()                             # 1 availability
-            digested = await self._gate_manifest(path)                       # 2 manifest
+            digested, _ = await self._gate_manifest(path)                    # 2 manifest
             call.note(manifest_sha256=digested.sha256)
             async with self._backend(settings, call) as api:
                 await self._gate_capabilities(api, settings)                           # 3 capabilities

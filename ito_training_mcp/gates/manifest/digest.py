@@ -7,9 +7,9 @@ on a slow disk, and a mebibyte's parse and checks take milliseconds that the eve
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -19,6 +19,8 @@ from ito_training_mcp.files import FileBytes, ReadHooks, read_regular_file
 from ito_training_mcp.gates.config import ManifestSettings
 from ito_training_mcp.gates.manifest.review import review
 from ito_training_mcp.gates.manifest.schema import SCHEMA_VERSION, TrainingManifest, parse_manifest
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,18 @@ class ManifestGate:
     seconds, then are refused (RATE_LIMITED, retryable, nothing sent). Memory stays bounded however many
     calls arrive at once."""
 
-    def __init__(self, limit: int = 2, wait_s: float = 30.0) -> None:
+    def __init__(self, limit: int = 1, wait_s: float = 30.0) -> None:
         self._turns = anyio.Semaphore(limit)
         self._wait_s = wait_s
 
-    async def digest(self, path: str, settings: ManifestSettings) -> DigestedManifest:
+    async def digest(self, path: str, settings: ManifestSettings,
+                     then: Callable[[DigestedManifest], T] | None = None) -> tuple[DigestedManifest, T | None]:
+        """The digested manifest, and what `then` makes of it in the same worker thread (a review, say)."""
+
+        def work() -> tuple[DigestedManifest, T | None]:
+            digested = digest_manifest_file(path, settings)
+            return digested, None if then is None else then(digested)
+
         with anyio.move_on_after(self._wait_s) as waited:
             await self._turns.acquire()
         if waited.cancelled_caught:
@@ -68,6 +77,6 @@ class ManifestGate:
                           f"within {self._wait_s:.0f} s. Nothing was sent.", gate=Gate.MANIFEST,
                           details={"reason": "manifest_reads_busy"})
         try:
-            return await anyio.to_thread.run_sync(functools.partial(digest_manifest_file, path, settings))
+            return await anyio.to_thread.run_sync(work)
         finally:
             self._turns.release()

@@ -258,39 +258,50 @@ _PROBLEMS = {
 
 
 def parse_manifest(content: bytes) -> TrainingManifest:
-    """Strict JSON -> secret scan -> character rule -> schema, or raise `ManifestRefusal`."""
+    """Strict JSON -> secret scan -> character rule -> schema, or raise `ManifestRefusal`.
+
+    The nesting limit of strict JSON is checked before any refusal is raised, not on the way: a document
+    the closed schema accepts nests five levels at most, so only a document refused for something else
+    can be too deep, and then that is what it is refused for."""
     try:
         text = strict_json.decode(content)
-        document = strict_json.loads_text(text)
+        document = strict_json.loads_text(text, check_depth=False)
     except strict_json.StrictJSONError as exc:
-        raise ManifestRefusal(ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {exc.reason}.",
-                              check="json") from None
+        raise _invalid_json(exc.reason) from None
+
+    def refuse(code: ErrorCode, message: str, check: str, details: dict[str, Any]) -> ManifestRefusal:
+        if strict_json.too_deep(text):
+            return _invalid_json(f"nesting is deeper than {strict_json.MAX_DEPTH} levels")
+        return ManifestRefusal(code, message, check=check, details=details)
+
     findings = scan_document(document)
     if findings:
-        raise ManifestRefusal(
-            ErrorCode.MANIFEST_SECRET,
-            f"The manifest contains {len(findings)} value(s) that look like credentials; see details.findings "
-            "for where. The values are not shown.",
-            check="secret_scan", details={"findings": [f.as_dict() for f in findings]})
-    characters = character_problems(document, text)
+        raise refuse(ErrorCode.MANIFEST_SECRET,
+                     f"The manifest contains {len(findings)} value(s) that look like credentials; see "
+                     "details.findings for where. The values are not shown.",
+                     "secret_scan", {"findings": [f.as_dict() for f in findings]})
+    characters = character_problems(document, content)
     if characters:
         classes = ", ".join(sorted({p["problem"] for p in characters}))
-        raise ManifestRefusal(
-            ErrorCode.MANIFEST_SCHEMA,
-            f"The manifest contains characters that could make a reviewer see something other than what is "
-            f"submitted ({classes}); see details.problems for where. They are not shown.",
-            check="schema", details={"problems": characters})
+        raise refuse(ErrorCode.MANIFEST_SCHEMA,
+                     f"The manifest contains characters that could make a reviewer see something other than what "
+                     f"is submitted ({classes}); see details.problems for where. They are not shown.",
+                     "schema", {"problems": characters})
     if not isinstance(document, dict):
-        raise ManifestRefusal(ErrorCode.MANIFEST_SCHEMA, "The manifest must be a JSON object.", check="schema",
-                              details={"problems": [{"pointer": "", "problem": "must be an object"}]})
+        raise refuse(ErrorCode.MANIFEST_SCHEMA, "The manifest must be a JSON object.", "schema",
+                     {"problems": [{"pointer": "", "problem": "must be an object"}]})
     try:
         return TrainingManifest.model_validate(document, strict=True)
     except ValidationError as exc:
         problems = [_problem(error) for error in exc.errors(include_url=False, include_input=False)]
-        raise ManifestRefusal(
-            ErrorCode.MANIFEST_SCHEMA,
-            f"The manifest does not match {SCHEMA_VERSION} ({len(problems)} problem(s); see details.problems).",
-            check="schema", details={"problems": problems[:MAX_SCHEMA_PROBLEMS]}) from None
+        raise refuse(ErrorCode.MANIFEST_SCHEMA,
+                     f"The manifest does not match {SCHEMA_VERSION} ({len(problems)} problem(s); see "
+                     "details.problems).", "schema", {"problems": problems[:MAX_SCHEMA_PROBLEMS]}) from None
+
+
+def _invalid_json(reason: str) -> ManifestRefusal:
+    return ManifestRefusal(ErrorCode.MANIFEST_INVALID_JSON, f"The manifest is not strict JSON: {reason}.",
+                           check="json")
 
 
 def _problem(error: Any) -> dict[str, str]:

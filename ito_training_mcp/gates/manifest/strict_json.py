@@ -89,8 +89,10 @@ def loads(data: bytes, *, decimal_fractions: bool = True) -> Any:
     return loads_text(decode(data), decimal_fractions=decimal_fractions)
 
 
-def loads_text(text: str, *, decimal_fractions: bool = True) -> Any:
-    """`loads` of text that `decode` returned."""
+def loads_text(text: str, *, decimal_fractions: bool = True, check_depth: bool = True) -> Any:
+    """`loads` of text that `decode` returned. `check_depth=False` leaves the nesting limit to the caller
+    (`too_deep`), who must ask before trusting or refusing the document (the manifest gate asks only before
+    a refusal: a document its closed schema accepts nests five levels at most)."""
     try:
         value = (_DECIMAL if decimal_fractions else _FLOAT).decode(text)
     except _Duplicate:
@@ -103,7 +105,7 @@ def loads_text(text: str, *, decimal_fractions: bool = True) -> Any:
         raise StrictJSONError(f"not valid JSON (line {exc.lineno}, column {exc.colno})") from None
     except (ValueError, ArithmeticError):  # an integer past Python's digit limit, an exponent past Decimal's
         raise StrictJSONError("a number cannot be represented") from None
-    if too_deep(text):
+    if check_depth and too_deep(text):
         raise StrictJSONError(f"nesting is deeper than {MAX_DEPTH} levels")
     if "\\" in text and ("\\ud" in text or "\\uD" in text) and not _encodable(value):
         raise StrictJSONError("a string escapes a lone UTF-16 surrogate, which is not text")
