@@ -356,8 +356,9 @@ class BackendClient:
                 raise self._transport_error(method, path, gate, mutation) from None
             raise BackendRefusal(
                 ErrorCode.BACKEND_UNREACHABLE,
-                f"The backend could not be reached ({type(exc).__name__}); nothing was sent.",
-                gate=gate,
+                f"The backend at {self._settings.endpoint.base_url} (ITO_API_URL) could not be reached "
+                f"({type(exc).__name__}); nothing was sent.",
+                gate=gate, details={"backend": self._settings.endpoint.base_url},
             ) from None
         except httpx.TimeoutException:
             raise BackendRefusal(
@@ -368,14 +369,19 @@ class BackendClient:
             raise self._transport_error(method, path, gate, mutation) from None
 
     def _transport_error(self, method: str, path: str, gate: Gate | None, mutation: bool) -> BackendRefusal:
+        where = {"backend": self._settings.endpoint.base_url, "request": f"{method} {path}"}
         if not self._exchange.contacted:
             return BackendRefusal(
-                ErrorCode.BACKEND_UNREACHABLE, "The connection failed before anything was sent.", gate=gate
-            )
+                ErrorCode.BACKEND_UNREACHABLE, f"The connection to the backend at {where['backend']} failed before "
+                "anything was sent.", gate=gate, details=where)
+        if not mutation:  # a read changes nothing: its answer was lost, nothing else
+            return BackendRefusal(
+                ErrorCode.BACKEND_ERROR, f"The connection broke while reading {method} {path}; a read changes "
+                "nothing, so the same call can be made again.", gate=gate, retryable=True, details=where)
         return BackendRefusal(
             ErrorCode.BACKEND_ERROR,
-            f"The connection failed while {method} {path} was in progress; the outcome is unknown.",
-            gate=gate, ambiguous=mutation, retryable=True,
+            f"The connection broke while {method} {path} was in progress; whether it took effect is unknown.",
+            gate=gate, ambiguous=mutation, retryable=True, details=where,
         )
 
     async def _read_capped(

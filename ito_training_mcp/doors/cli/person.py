@@ -126,13 +126,16 @@ BY_CODE: dict[ErrorCode, str] = {
     ErrorCode.RUN_NOT_CANCELLABLE:
         "The run has already finished or is being cancelled, so there is nothing to cancel; the next command "
         "shows its state.",
-    ErrorCode.BACKEND_UNREACHABLE: "The backend could not be reached, so nothing was sent. Try again later.",
-    ErrorCode.BACKEND_TIMEOUT: "The backend did not answer in time. Try again later.",
+    ErrorCode.BACKEND_UNREACHABLE:
+        "The backend could not be reached, so nothing was sent. Check that it is running and that ITO_API_URL "
+        "points at it (the address is in the details), then run the command again.",
+    ErrorCode.BACKEND_TIMEOUT:
+        "The backend did not answer within the deadline (ITO_TRAINING_TIMEOUT_S). Try the same command again later.",
     ErrorCode.BACKEND_INVALID_RESPONSE:
         "The backend answered with something this client does not accept, so retrying will not help. Report it "
         "to the backend's operator.",
     ErrorCode.BACKEND_ERROR:
-        "The backend reported an error (its status is in the details). Try the same command again later.",
+        "The backend failed to answer (the details say how). Try the same command again later.",
     ErrorCode.RATE_LIMITED:
         "The backend is rate limiting this account. Wait (the details give the seconds when they are known) "
         "before running the same command again.",
@@ -187,6 +190,14 @@ def _situation(verb: str, error: ErrorInfo) -> str | None:
         return ("The command was interrupted after the submission may have reached the backend, so whether a run "
                 "was created is unknown. Check with the next command (same key). Running the same train command "
                 "again can never create a second run; never use a new key for it.")
+    if code is ErrorCode.TRAINING_UNAVAILABLE and details.get("reason") == "backend_not_configured":
+        return ("No Itô training backend is configured (ITO_API_URL is unset), so training is not available "
+                "from here: that is today's answer in production. Nothing was read or sent. To try the whole "
+                "flow, run the reference backend on this machine ('ito-training backend', from the separate "
+                "ito-training-reference package) and set ITO_API_URL to the address it prints.")
+    if code is ErrorCode.RATE_LIMITED and details.get("reason") == "manifest_reads_busy":
+        return ("This process is busy reading other manifests and none of them finished in time; nothing was "
+                "sent. Run the command again in a moment.")
     if code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("setting") == "ITO_API_URL":
         then = (" Once it is fixed, check with the next command whether anything took effect before running this "
                 "command again.") if action is not None else ""
@@ -219,7 +230,8 @@ def _situation(verb: str, error: ErrorInfo) -> str | None:
     if verb in ("cancel", "cleanup", "restart"):
         return _run_action(verb, code, bool(error.retryable))
     if code is ErrorCode.BACKEND_ERROR:
-        said = "The backend reported an error (its status is in the details). "
+        said = (f"The backend answered with HTTP status {details['status']}. " if "status" in details else
+                "The connection to the backend broke before its answer arrived. ")
         if not error.retryable:
             return said + "Retrying will not help."
         if verb == "train":
@@ -248,7 +260,7 @@ def _run_action(verb: str, code: ErrorCode, retryable: bool) -> str | None:
                 f"has not happened, run the same {verb} command again (same key and reference), never with a new "
                 "key.")
     if code is ErrorCode.BACKEND_ERROR:
-        return ("The backend reported an error (its status is in the details). Check the run with the next "
+        return ("The backend failed to answer (the details say how). Check the run with the next "
                 "command; " + (f"if the {verb} has not happened, run the same {verb} command again later (same key "
                                 "and reference)." if retryable else "retrying will not help."))
     return None

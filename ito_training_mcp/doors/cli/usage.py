@@ -58,6 +58,10 @@ class Parser(argparse.ArgumentParser):
             wanted = [s.strip() for s in message[len(_REQUIRED_PREFIX):].split(",")]
             known = set(self._option_string_actions)
             missing = [name for name in wanted if name in known]
+            typo = _typo_of(getattr(self, "_argv", ()), missing)
+            if typo is not None:  # `--bookin X`: the unknown option is the missing one, mistyped
+                raise UsageError(f"{self.prog}: unknown option {typo[0]} (did you mean {typo[1]}?); see "
+                                 f"'{self.prog} --help'.", argument=typo[0], reason="unknown")
             if missing:
                 raise missing_flags(self.prog, missing)
         raise UsageError(f"{self.prog}: missing or malformed arguments; see '{self.prog} --help'.")
@@ -74,12 +78,14 @@ class Parser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         """As argparse's, but an ArgumentError becomes a UsageError worded here, by the parser that
         owns the argument (so a sub-command's error names that sub-command)."""
+        self._argv = list(args or ())
         try:
             return super().parse_known_args(args, namespace)
         except argparse.ArgumentError as exc:
             action = self._option_string_actions.get((exc.argument_name or "").split("/")[-1])
             choices = [str(c) for c in action.choices] if action is not None and action.choices else None
-            raise from_argument_error(self.prog, exc, self.commands(), choices) from None
+            typed = next((a for a in self._argv if not a.startswith("-")), "")
+            raise from_argument_error(self.prog, exc, self.commands(), choices, typed) from None
 
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -88,6 +94,17 @@ class Parser(argparse.ArgumentParser):
         if leftovers:
             raise from_leftovers(self.prog, leftovers, self.known_flags())
         return parsed
+
+
+def _typo_of(argv: Sequence[str], missing: Sequence[str]) -> tuple[str, str] | None:
+    """(an unknown option that may be shown, the missing flag it is closest to), if one is a typo of one."""
+    for token in argv:
+        name = shown_option_name(token) if token.startswith("--") else None
+        if name is not None and name not in missing:
+            close = difflib.get_close_matches(name, list(missing), n=1, cutoff=0.75)
+            if close:
+                return name, close[0]
+    return None
 
 
 def missing_flags(prog: str, missing: Sequence[str]) -> UsageError:
@@ -99,15 +116,19 @@ def missing_flags(prog: str, missing: Sequence[str]) -> UsageError:
 
 
 def from_argument_error(
-    prog: str, error: argparse.ArgumentError, commands: Sequence[str], choices: Sequence[str] | None = None
+    prog: str, error: argparse.ArgumentError, commands: Sequence[str], choices: Sequence[str] | None = None,
+    typed: str = "",
 ) -> UsageError:
     """Word an argparse ArgumentError from the argument's own name; its message (which may quote
-    the value) is only classified, never shown."""
+    the value) is only classified, never shown. `typed`: the command word given, used only to suggest one
+    of ours."""
     name = (error.argument_name or "").split("/")[-1]
     said = error.message
     hint = f"see '{prog} --help'"
     if name == "COMMAND" or not name.startswith("-"):
-        return UsageError(f"{prog}: unknown command (not shown); the commands are: {', '.join(commands)}.",
+        close = difflib.get_close_matches(typed.lower(), list(commands), n=1, cutoff=0.6) if typed else []
+        maybe = f"did you mean '{prog} {close[0]}'? " if close else ""
+        return UsageError(f"{prog}: unknown command (not shown); {maybe}the commands are: {', '.join(commands)}.",
                           argument="command", reason="unknown")
     if said.startswith("expected one argument"):
         return UsageError(f"{prog}: {name} needs a value ({name} VALUE; a value that starts with '-' is given as "

@@ -72,7 +72,7 @@ def _only_description_breaks(document: Any, content: bytes) -> bool:
     holds? (An escaped backslash before an `n`, say, only sends the document to the walk.)"""
     escapes = b"\\" in content  # one byte search: most manifests hold no escape at all
     if content.isascii():  # then DEL is the only forbidden character that can stand raw
-        if b"\x7f" in content or escapes and any(e in content for e in (b"\\u", b"\\b", b"\\f", b"\\r")):
+        if b"\x7f" in content or (escapes and any(e in content for e in (b"\\u", b"\\b", b"\\f", b"\\r"))):
             return False
     elif _RAW.search(content) is not None:  # a raw forbidden character, or an escape that may stand for one
         return False
