@@ -39,7 +39,7 @@ from ito_training_mcp.egress.clean import clean_envelope, clean_progress
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate, refusal, success
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates import inputs
-from ito_training_mcp.gates.config import BackendSettings, ManifestSettings
+from ito_training_mcp.gates.config import ENV_MANIFEST_ROOTS, BackendSettings, ManifestSettings
 from ito_training_mcp.gates.manifest.digest import DigestedManifest, read_and_digest
 from ito_training_mcp.service.call import Call, CallClient
 from ito_training_mcp.service.flight import SingleFlight
@@ -66,7 +66,9 @@ class ServiceBase:
     `env` defaults to the live process environment; `transport` lets tests route the backend
     client through a custom httpx transport; `clock` gives the current UTC time; `on_interrupted`
     receives the envelope of a call that was cancelled before it finished (the CLI prints it after
-    Ctrl-C; over MCP a cancelled request gets no answer).
+    Ctrl-C; over MCP a cancelled request gets no answer). `manifests_under_roots_only`: read manifests
+    only under `ITO_TRAINING_MANIFEST_ROOTS`, and refuse while it is unset (the server over streamable
+    HTTP, where any local process can call it, so no tool may answer about files elsewhere).
     """
 
     def __init__(
@@ -76,8 +78,10 @@ class ServiceBase:
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], datetime] | None = None,
         on_interrupted: Callable[[Envelope], None] | None = None,
+        manifests_under_roots_only: bool = False,
     ) -> None:
         self._env = env
+        self._roots_only = manifests_under_roots_only
         self._transport = transport
         self._clock = clock or (lambda: datetime.now(UTC))
         self._on_interrupted = on_interrupted
@@ -219,7 +223,18 @@ class ServiceBase:
         the GIL all the same, and handing a mebibyte of parsed objects from a worker's core to this
         one cost more than the checks (bench/README.md, "the thread hop")."""
 
-        return await read_and_digest(path, ManifestSettings.from_env(self.env), summarize=summarize)
+        settings = ManifestSettings.from_env(self.env)
+        if self._roots_only and settings.roots is None:
+            raise Refusal(
+                ErrorCode.CONFIG_INVALID,
+                f"This server is reached over streamable HTTP, where it reads manifests only under "
+                f"{ENV_MANIFEST_ROOTS}, and that setting is unset. Nothing was read or sent.",
+                gate=Gate.MANIFEST, details={"setting": ENV_MANIFEST_ROOTS, "problem": "unset"},
+                next_step=(f"Tell the user this server (streamable HTTP) reads manifests only under "
+                           f"{ENV_MANIFEST_ROOTS}, which is unset: only they can set it, to the directories that "
+                           "hold their manifests, and restart the server. Nothing was read or sent."),
+            )
+        return await read_and_digest(path, settings, summarize=summarize)
 
     async def _gate_capabilities(
         self, api: BackendClient, settings: BackendSettings, operations: tuple[str, ...] = ()

@@ -61,6 +61,7 @@ from ito_training_mcp.gates.manifest.values import LABEL_PATTERN as _LABEL_PATTE
 from ito_training_mcp.gates.manifest.values import URI_NOT_ASCII as URI_NOT_ASCII
 from ito_training_mcp.gates.manifest.values import WHITESPACE as WHITESPACE
 from ito_training_mcp.look_ahead import LookAhead
+from ito_training_mcp.pointers import MASK
 from ito_training_mcp.pointers import pointer as safe_pointer
 
 SCHEMA_VERSION = "ito.training.manifest.v1"
@@ -484,7 +485,7 @@ def parse_checked(content: bytes, ahead: LookAhead | None = None) -> Parsed:
         depth = strings.depth()  # counted by the walk of every string, when the scan or the rule made it
         if strict_json.depth_exceeds(document, source=content) if depth is None else depth > strict_json.MAX_DEPTH:
             return _invalid_json(strict_json.too_deep())
-        return refusal
+        return refusal if _claims_to_be_a_manifest(document) else _keys_withheld(refusal)
 
     # The scanner's invisible characters are all forbidden (a test keeps it so): bytes that can hold no
     # forbidden character spare the scanner its own search for them.
@@ -525,6 +526,41 @@ def parse_checked(content: bytes, ahead: LookAhead | None = None) -> Parsed:
             details={"problems": validated.problems},
         ))
     return Parsed(validated, text, document["data"], look.shown_as_is)
+
+
+def _claims_to_be_a_manifest(document: Any) -> bool:
+    """Does the document say it is a manifest (`schema_version`)? Only then may a refusal name its keys."""
+    return type(document) is dict and document.get("schema_version") == SCHEMA_VERSION
+
+
+def _keys_withheld(refusal: ManifestRefusal) -> ManifestRefusal:
+    """The refusal of a document that does not say it is a manifest, naming none of its keys: in every
+    pointer, a token that is not a field name of the manifest schema shows as `*` (the schema's own
+    words stay, so `/schema_version` still says what is wrong). Otherwise any JSON file the server can
+    read would tell which keys it has (a file oracle)."""
+    details = dict(refusal.details or {})
+    for name in ("findings", "problems"):
+        entries = details.get(name)
+        if isinstance(entries, list):
+            details[name] = [{**entry, "pointer": _schema_words_only(str(entry.get("pointer", "")))}
+                             for entry in entries]
+    details["not_a_manifest"] = True
+    check = str(details.pop("check", "schema"))
+    return ManifestRefusal(
+        refusal.code,
+        f"{refusal.message} The file does not say it is an {SCHEMA_VERSION} document (schema_version), so no key "
+        "of it is named: a key that is not a field of the manifest schema shows as *.",
+        check=check, details=details,
+    )
+
+
+def _schema_words_only(pointer: str) -> str:
+    return "".join(f"/{token if token in _SCHEMA_WORDS else MASK}" for token in pointer.split("/")[1:])
+
+
+_SCHEMA_WORDS = frozenset(
+    name for model in (TrainingManifest, Model, DataRef, Decontamination, Budget, CheckpointPolicy)
+    for name in model.model_fields)
 
 
 # python -m ito_training_mcp.gates.manifest.schema > schemas/ito.training.manifest.v1.schema.json
