@@ -119,6 +119,12 @@ class Capabilities(_Response):
     training: TrainingCapabilities
 
 
+class OriginProof(_Response):
+    """`GET /v1/origin-proof` (an extension; `origin_proof.py`)."""
+
+    proof: Sha256
+
+
 class Me(_Response):
     account_id: Id
 
