@@ -43,6 +43,7 @@ from ito_training_mcp.gates.config import ENV_MANIFEST_ROOTS, BackendSettings, M
 from ito_training_mcp.gates.manifest.digest import DigestedManifest, read_and_digest
 from ito_training_mcp.service.call import Call, CallClient
 from ito_training_mcp.service.flight import SingleFlight
+from ito_training_mcp.service.open_plans import OpenPlans
 from ito_training_mcp.tools.specs import ALL_TOOLS
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -92,6 +93,8 @@ class ServiceBase:
         # credential in flight at a time; concurrent calls share its answer (never beyond that flight).
         self._capabilities_flights: SingleFlight[Capabilities] = SingleFlight()
         self._identity_flights: SingleFlight[str] = SingleFlight()
+        # Plans this process opened that still wait for a person (plan_training refuses to repeat one).
+        self._open_plans = OpenPlans()
         self._configured_key()
 
     def _configured_key(self) -> tuple[str, ...]:

@@ -5,7 +5,9 @@ its cost and, when every check passes, opens a pending `training.create` confirm
 While such a request is pending (undecided, unexpired) for the same account, booking and digest,
 planning the same manifest again answers that request (and its plan, 200) instead of opening a
 second one: one intent is one request. `POST /v1/confirmation-requests` opens one for cancelling
-or cleaning up a run. Nothing here confirms anything: only a person at the desk (or the operator
+or cleaning up a run, or answers the one already pending for that run and action. Only plans count
+against the account's quota of pending requests: cancelling a run (stopping its spend) can never be
+refused because an agent opened many plans. Nothing here confirms anything: only a person at the desk (or the operator
 API, headless) decides a request. Neither POST is keyed.
 """
 
@@ -31,10 +33,10 @@ REQUEST_ACTIONS = ("training.cancel", "training.cleanup")
 
 
 def _too_many(backend: Backend, account_id: str) -> None:
-    if reviews.pending_count(backend.store, account_id, backend.store.clock()) >= reviews.MAX_PENDING_PER_ACCOUNT:
+    if reviews.pending_plans(backend.store, account_id, backend.store.clock()) >= reviews.MAX_PENDING_PER_ACCOUNT:
         raise ApiError(409, "too_many_pending_requests",
-                       f"This account already has {reviews.MAX_PENDING_PER_ACCOUNT} pending confirmation requests; "
-                       "decide or let some expire first.")
+                       f"This account already has {reviews.MAX_PENDING_PER_ACCOUNT} pending training plans to "
+                       "confirm; decide them (the desk can decline them all at once) or let some expire first.")
 
 
 async def create_plan(backend: Backend, ctx: Ctx) -> Reply:
@@ -96,7 +98,9 @@ async def create_request(backend: Backend, ctx: Ctx) -> Reply:
     if action == "training.cleanup" and not rec.terminal:
         raise ApiError(422, "validation_rejected", "Cancel the run or let it finish before cleanup.",
                        reason="run_active")
-    _too_many(backend, ctx.account_id)
+    pending = reviews.pending_for_run(backend.store, ctx.account_id, rec.run_id, action, backend.store.clock())
+    if pending is not None:  # the same intent, still waiting: the same request (never refused for a quota)
+        return Reply(200, reviews.request_view(pending, backend.store.clock(), backend.base_url(ctx.request.scope)))
     row = reviews.create_run_request(
         backend.store, account_id=ctx.account_id, action=action, run_id=rec.run_id, booking_id=rec.booking_id,
         manifest_sha256=rec.manifest_sha256, settings=backend.reviews,

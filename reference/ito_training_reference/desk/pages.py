@@ -36,6 +36,7 @@ RECENT_DECIDED = 20
 RECENT_LOG_LINES = 50
 RETURN_COOKIE_S = 30 * 60
 SIGN_OUT = "/desk/sign-out"
+DECLINE_PLANS = "/desk/decline-plans"
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
@@ -52,6 +53,7 @@ class DeskApp:
             ("GET", "/sign-in/{secret}", self.sign_in_page),
             ("POST", "/sign-in/{secret}", self.sign_in),
             ("POST", "/sign-out", self.sign_out),
+            ("POST", "/decline-plans", self.decline_plans),
             ("GET", "/requests/{request_id}", self.request_page),
             ("POST", "/requests/{request_id}/confirm", self._decide(True)),
             ("POST", "/requests/{request_id}/decline", self._decide(False)),
@@ -197,13 +199,28 @@ class DeskApp:
                      rfc3339(r["expires_at"])) for r in found]
 
         header = ["Request", "Asks to", "Run / booking", "Manifest", "Up to", "Status", "Asked", "Expires"]
+        plans = sum(r["action"] == "training.create" for r in pending)
+        token = self._token(current, DECLINE_PLANS) if plans else self._token(current)
+        decline_all = Markup("") if not plans else h(
+            '<section class="decline-all"><p>{} training plan(s) are waiting. Too many to review, or not yours to '
+            'start? Decline every waiting training plan at once; requests to cancel or clean up a run stay here for '
+            'you to decide.</p>{}</section>', plans,
+            form(DECLINE_PLANS, token, f"Decline all {plans} waiting training plans", css="decline"))
         body = join([
             h("<p>Requests from agents acting for account <strong>{}</strong>. Open one to review exactly what "
               "would happen, then confirm or decline it at the end of its page.</p>", current.account_id),
             h("<h2>Waiting for you</h2><section>{}</section>", table(header, rows(pending), empty="Nothing waiting.")),
+            decline_all,
             h("<h2>Recently decided</h2><section>{}</section>", table(header, rows(decided), empty="None yet.")),
         ])
-        return self._page("Pending requests", body, current, self._token(current))
+        return self._page("Pending requests", body, current, token)
+
+    async def decline_plans(self, request: Request) -> Response:
+        """Decline every pending training plan of this account in one action (cancel and cleanup requests
+        stay pending): a person facing a flood of plans clears it without opening each one."""
+        current = await self._checked_post(request)
+        reviews.decline_pending_plans(self.store, current.account_id, via="desk", by=current.session_id)
+        return redirect("/desk/")
 
     async def request_page(self, request: Request) -> Response:
         current = self._session(request)

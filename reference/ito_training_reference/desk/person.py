@@ -190,6 +190,14 @@ class Person:
     def decline(self, request_id: str) -> None:
         self._decide(request_id, "decline")
 
+    def decline_all_plans(self) -> None:
+        """Decline every waiting training plan at once, with the pending page's button."""
+        page = self._page("/desk/")
+        form = next((f for f in page.forms if f["action"] == "/desk/decline-plans"), None)
+        if form is None:
+            raise DeskError(200, "no decline-all button on the pending page")
+        self._submit(form)
+
     def sign_out(self) -> None:
         page = self._page("/desk/")
         form = next(f for f in page.forms if f["action"] == "/desk/sign-out")
