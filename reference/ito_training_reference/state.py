@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,8 @@ class Backend:
     faults: FaultRegistry = field(default_factory=FaultRegistry)
     in_flight: set[tuple[str, str]] = field(default_factory=set)
     requests: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_REQUEST_LOG))
+    # Signs the desk's return-path cookie (this process only: a restart forgets where people were going).
+    desk_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
 
     def base_url(self, scope: Any) -> str:
         """Where people reach this backend: the configured public URL, else the address the

@@ -169,7 +169,8 @@ CREATE TABLE IF NOT EXISTS desk_sessions (
     expires_at REAL NOT NULL,
     revoked_at REAL,
     created_at REAL NOT NULL,
-    last_seen_at REAL
+    last_seen_at REAL,
+    origin TEXT
 );
 CREATE TABLE IF NOT EXISTS desk_form_tokens (
     token_sha256 TEXT PRIMARY KEY,
@@ -197,6 +198,7 @@ ADDED_COLUMNS = (
     ("plans", "manifest_purged_at", "REAL"),
     ("desk_sessions", "last_seen_at", "REAL"),
     ("tokens", "proof_handle", "TEXT"),
+    ("desk_sessions", "origin", "TEXT"),
 )
 # Indexes over added columns are created after the migration (an old table lacks the column before).
 LATE_SCHEMA = (

@@ -28,7 +28,7 @@ from .. import reviews
 from ..state import Backend
 from ..store import rfc3339
 from . import decision, facts, review, session
-from .guard import DeskError, error_page, html, is_https, read_form, redirect, screen, set_cookie
+from .guard import DeskError, error_page, html, is_https, origin_of, read_form, redirect, screen, set_cookie
 from .render import SECURITY_HEADERS, Markup, chart, definition_list, document, form, h, join, link, table
 
 _ID_RE = re.compile(ID_PATTERN)
@@ -102,11 +102,13 @@ class DeskApp:
         if target is None:
             return {}
         _, name = session.cookie_names(self._https(request))
-        return {"Set-Cookie": set_cookie(name, target, RETURN_COOKIE_S, self._https(request))}
+        value = session.sign_return(self.backend.desk_key, origin_of(request, self.backend), target)
+        return {"Set-Cookie": set_cookie(name, value, RETURN_COOKIE_S, self._https(request))}
 
     def _session(self, request: Request) -> session.Session:
         name, _ = session.cookie_names(self._https(request))
-        found = session.session_for(self.store, request.cookies.get(name), self.settings.session_idle_s)
+        found = session.session_for(self.store, request.cookies.get(name), self.settings.session_idle_s,
+                                    origin=origin_of(request, self.backend))
         if found is None:
             remember = self._return_cookie(request, request.url.path) if request.method == "GET" else {}
             raise DeskError(
@@ -152,14 +154,16 @@ class DeskApp:
         fields = await read_form(request)
         https = self._https(request)
         name, return_name = session.cookie_names(https)
+        origin = origin_of(request, self.backend)
         previous = session.session_for(self.store, request.cookies.get(name), self.settings.session_idle_s,
-                                       touch=False)
-        started = session.sign_in(self.store, secret, self.settings.session_ttl_s)
+                                       origin=origin, touch=False)
+        started = session.sign_in(self.store, secret, self.settings.session_ttl_s, origin=origin)
         if not isinstance(started, session.Session):
             raise _link_error(started)
         if previous is not None:
             session.sign_out(self.store, previous)
-        target = (session.safe_next(fields.get("next")) or session.safe_next(request.cookies.get(return_name))
+        target = (session.safe_next(fields.get("next"))
+                  or session.signed_return(self.backend.desk_key, origin, request.cookies.get(return_name))
                   or "/desk/")
         response = redirect(target)
         response.headers.append("Set-Cookie", set_cookie(
