@@ -24,7 +24,7 @@ from ito_training_reference.desk import session as desk_session
 from ito_training_reference.store import Store
 
 from .test_desk import browser_headers, post_form
-from .test_desk_browser import Account, browser, page  # noqa: F401 - pytest fixtures
+from .test_desk_browser import Account, browser, page  # noqa: F401 - the browser tests' fixtures
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +104,14 @@ class _Tosser(BaseHTTPRequestHandler):
                              b"document.cookie = 'ito_desk_return=/desk/runs; Path=/';"
                              b"</script><p id='done'>done</p>")
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(self.PAGE)))
         self.end_headers()
         self.wfile.write(self.PAGE)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -127,12 +127,12 @@ def tosser() -> Iterator[str]:
         server.server_close()
 
 
-def _toss(page: Any, tosser: str) -> None:
+def _toss(page: Any, tosser: str) -> None:  # noqa: F811 - the fixture's value
     page.goto(tosser)
     page.wait_for_selector("#done")
 
 
-def test_a_page_on_another_port_cannot_sign_the_person_out_or_burn_links(page: Any, rb: ReferenceBackend,
+def test_a_page_on_another_port_cannot_sign_the_person_out_or_burn_links(page: Any, rb: ReferenceBackend,  # noqa: F811
                                                                          tosser: str) -> None:
     account = Account(rb)
     try:
