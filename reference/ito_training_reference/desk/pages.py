@@ -7,15 +7,21 @@ to go, so signing in returns them there. Every form carries the page's single-us
 Confirm also needs a recent sign-in (`session.DeskSettings.recent_sign_in_s`). Another account's
 request or run is a 404 exactly like a missing one. Every response carries the security headers
 of `render.SECURITY_HEADERS` (strict CSP, no framing, origin-only referrer, no caching).
+
+A review is rendered in a worker thread (`_review`): parsing and escaping a mebibyte of manifest
+takes a good fraction of a second, and the event loop keeps answering every other request
+meanwhile. At most `RENDERS_AT_ONCE` renders run at a time; further ones wait their turn.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
+import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -32,6 +38,7 @@ from .guard import DeskError, error_page, html, is_https, origin_of, read_form, 
 from .render import SECURITY_HEADERS, Markup, chart, definition_list, document, form, h, join, link, table
 
 _ID_RE = re.compile(ID_PATTERN)
+RENDERS_AT_ONCE = 2
 RECENT_DECIDED = 20
 RECENT_LOG_LINES = 50
 RETURN_COOKIE_S = 30 * 60
@@ -63,6 +70,13 @@ class DeskApp:
         ]
         self.router = Router(routes=[Route(path, self._guarded(fn), methods=[method]) for method, path, fn in routes],
                              default=self._not_found)
+        self._renders: anyio.CapacityLimiter | None = None  # made on first use, inside the event loop
+
+    async def _review(self, row: Any) -> review.Review:
+        """The review of a request, built off the event loop (see the module docstring)."""
+        if self._renders is None:
+            self._renders = anyio.CapacityLimiter(RENDERS_AT_ONCE)
+        return await anyio.to_thread.run_sync(review.review_of, self.store, row, limiter=self._renders)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # pragma: no cover - the backend serves no websockets
@@ -231,7 +245,7 @@ class DeskApp:
         row = self._own_request(request, current)
         now = self.store.clock()
         status = reviews.status_of(row, now)
-        found = review.review_of(self.store, row)
+        found = await self._review(row)
         base = f"/desk/requests/{row['request_id']}"
         headers: dict[str, str] = {}
         intro = Markup("")
@@ -255,7 +269,10 @@ class DeskApp:
                              ("Status", facts.status_badge(status)), ("Asked", rfc3339(row["created_at"]))]),
             intro, found.content, block,
         ])
-        return self._page("Review request", body, current, token, headers=headers)
+        page = await anyio.to_thread.run_sync(
+            functools.partial(document, "Review request", body, account=current.account_id, token=token),
+            limiter=self._renders)
+        return html(page, 200, headers)
 
     def _decide(self, confirm: bool) -> Endpoint:
         async def endpoint(request: Request) -> Response:
@@ -271,7 +288,7 @@ class DeskApp:
                                     "recent enough to confirm.",
                                     extra=decision.sign_in_again(current, self.settings.recent_sign_in_s),
                                     headers=self._return_cookie(request, base))
-                if not review.review_of(self.store, row).confirmable:
+                if not (await self._review(row)).confirmable:
                     raise DeskError(409, "Cannot confirm", "This request cannot be confirmed; decline it instead.")
             try:
                 reviews.decide(self.store, request_id, confirm=confirm, via="desk", by=current.session_id,
