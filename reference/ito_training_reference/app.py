@@ -100,7 +100,7 @@ def create_app(
     db_path: str, *, operator_token: str, auto_advance_s: float | None = None, public_url: str | None = None,
     request_ttl_s: float = reviews.REQUEST_TTL_S, confirmation_ttl_s: float = reviews.CONFIRMATION_TTL_S,
     plan_retention_s: float = reviews.PLAN_RETENTION_S, recent_sign_in_s: float = RECENT_SIGN_IN_S,
-    clock: Callable[[], float] | None = None,
+    clock: Callable[[], float] | None = None, allow_operator_bearer: bool = False,
 ) -> Starlette:
     """Build the app over the SQLite database at `db_path` (created if missing).
 
@@ -109,7 +109,9 @@ def create_app(
     confirmation request stays open and how long a confirmation made at the desk stays usable.
     `plan_retention_s` is how long a plan's manifest bytes are kept once its request was decided
     or expired; `recent_sign_in_s` how recent a desk sign-in must be to Confirm. `clock` (epoch
-    seconds; default the real time) lets tests move time.
+    seconds; default the real time) lets tests move time. `allow_operator_bearer` accepts the bare
+    operator token as a bearer on the operator API (each use logged); by default only signed
+    requests are.
     """
     for name, ttl in (("request_ttl_s", request_ttl_s), ("confirmation_ttl_s", confirmation_ttl_s)):
         if not (math.isfinite(ttl) and -MAX_TTL_S <= ttl <= MAX_TTL_S):
@@ -125,7 +127,8 @@ def create_app(
         raise ValueError(f"auto_advance_s must be in (0, {MAX_AUTO_ADVANCE_S}]")
     install_log_filter()
     store = Store(db_path) if clock is None else Store(db_path, clock)
-    backend = Backend(store=store, operator_token=operator_token, auto_advance_s=auto_advance_s,
+    backend = Backend(store=store, operator_token=operator_token, allow_operator_bearer=allow_operator_bearer,
+                      auto_advance_s=auto_advance_s,
                       public_url=_public_url(public_url),
                       reviews=reviews.Settings(request_ttl_s=request_ttl_s, confirmation_ttl_s=confirmation_ttl_s,
                                                plan_retention_s=plan_retention_s),

@@ -33,6 +33,8 @@ class DeskSettings:
 class Backend:
     store: Store
     operator_token: str
+    # The bare operator token as a bearer (scripts); off unless asked for, and every use is logged.
+    allow_operator_bearer: bool = False
     auto_advance_s: float | None = None
     public_url: str | None = None
     reviews: Settings = field(default_factory=Settings)
