@@ -187,6 +187,10 @@ def _situation(verb: str, error: ErrorInfo) -> str | None:
         return ("The command was interrupted after the submission may have reached the backend, so whether a run "
                 "was created is unknown. Check with the next command (same key). Running the same train command "
                 "again can never create a second run; never use a new key for it.")
+    if code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("reason") == "origin_unproven":
+        return ("The program listening at ITO_API_URL did not prove that it is the Itô backend your API token "
+                "belongs to, so the token was not sent. Another program may hold that port, or the backend does not "
+                "offer the origin proof plain http needs: check what listens there, or use an https ITO_API_URL.")
     if code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("setting") == "ITO_API_URL":
         then = (" Once it is fixed, check with the next command whether anything took effect before running this "
                 "command again.") if action is not None else ""
