@@ -70,8 +70,10 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout_s = HEADER_TIMEOUT_S
     body_timeout_s = BODY_TIMEOUT_S
     max_connections = MAX_CONNECTIONS
-    # Connections waiting for a request's headers, longest-waiting first (one dict per server class).
+    # Connections waiting for a request's headers, longest-waiting first, and connections closed to make
+    # room whose loss is not yet reported (one of each per server class).
     waiting: ClassVar[OrderedDict[GuardedH11Protocol, None]] = OrderedDict()
+    evicted: ClassVar[set[GuardedH11Protocol]] = set()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -81,12 +83,13 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._follow()
-        if len(self.server_state.connections) > self.max_connections:
+        if len(self.server_state.connections) - len(self.evicted) > self.max_connections:
             self._make_room()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._arm(None, 0.0)
         self.waiting.pop(self, None)
+        self.evicted.discard(self)
         super().connection_lost(exc)
 
     def handle_events(self) -> None:
@@ -102,6 +105,7 @@ class GuardedH11Protocol(H11Protocol):
         oldest = next((c for c in self.waiting if c is not self), None)
         victim = self if oldest is None else oldest
         self.waiting.pop(victim, None)
+        self.evicted.add(victim)
         victim._arm(None, 0.0)
         victim.transport.close()
 
@@ -160,7 +164,7 @@ def guarded_protocol(header_timeout_s: float = HEADER_TIMEOUT_S, body_timeout_s:
         raise ValueError("max_connections must be in [1, 65536]")
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {
         "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
-        "max_connections": connection_cap(max_connections), "waiting": OrderedDict()})
+        "max_connections": connection_cap(max_connections), "waiting": OrderedDict(), "evicted": set()})
 
 
 def server_config(app: Any, *, host: str, port: int, header_timeout_s: float = HEADER_TIMEOUT_S,
