@@ -174,7 +174,9 @@ class World:
         return str(c["ref"])
 
     def backend_requests(self) -> list[dict[str, Any]]:
-        return [r for r in self.op.requests() if r["path"].startswith("/v1/")]
+        """The API requests the backend received, without the origin proofs (plain http asks one per call
+        before the token is sent; tests/test_origin_proof.py follows them)."""
+        return [r for r in self.op.requests() if r["path"].startswith("/v1/") and r["path"] != "/v1/origin-proof"]
 
 
 @pytest.fixture

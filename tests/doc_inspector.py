@@ -351,6 +351,9 @@ def run_inspector_doc(path: Path, tmp_path: Path) -> dict[str, Any]:
             backend_overrides, secrets = _world(stack, plain, home, tmp_path)
             overrides |= backend_overrides
         if any((s.unit.assignment() or ("",))[0] == "SERVER" for s in plain):
+            # Over streamable HTTP the server reads manifests only under its roots (over stdio, as the text
+            # launches it, anywhere): the reader's manifests are under HOME.
+            env = {**env, "ITO_TRAINING_MANIFEST_ROOTS": str(home)}
             overrides["SERVER"] = _serve_http(stack, env, tmp_path / "server.log")
             if "ITO_API_URL" in overrides:
                 configured = {"ITO_API_URL": overrides["ITO_API_URL"], "ITO_TOKEN_FILE": overrides["ITO_TOKEN_FILE"]}

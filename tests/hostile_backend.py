@@ -27,6 +27,7 @@ from typing import Any
 from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 
 from .hostile_bombs import GIB, MIB, deflate_of, gzip_of, zeros_bomb
+from .proving import is_proof_request, proof_body
 
 ACCOUNT = "acct-hostile-01"
 BOOKING = "bk-hostile-01"
@@ -445,6 +446,16 @@ class HostileBackend:
             await writer.drain()
             return
         scenario, target, path = match.groups()
+        if is_proof_request(path):  # the origin proof is always answered correctly: this backend holds TOKEN
+            host, port = writer.get_extra_info("sockname")[:2]
+            document = proof_body(TOKEN, path.partition("?")[2], host, port)
+            status = 404 if "error" in document else 200
+            body = json.dumps(document).encode()
+            writer.write(_head(status, [JSON, (b"Content-Length", str(len(body)).encode()),
+                                        (b"Connection", b"close")]))
+            writer.write(body)
+            await writer.drain()
+            return
         endpoint = classify(method, path)
         with self._lock:
             self.seen.append(Seen(scenario, target, endpoint, method, headers))

@@ -116,6 +116,8 @@ async def direct(base: str, scenario: str, manifest: str) -> None:
         async with BackendClient(settings, exchange) as api:
             if endpoint != "capabilities":
                 api.authenticate(Credential(TOKEN, "ITO_API_KEY"))
+                await api.prove_origin(Gate.CREATE)  # plain http: the proof first; what follows is the request tested
+                exchange.contacted, exchange.requests_sent = False, 0
             try:
                 await api.request(method, path_only, Me, gate=Gate.CREATE, auth=endpoint != "capabilities",
                                   params=params, json_body={"x": "y"} if method == "POST" else None,

@@ -42,6 +42,7 @@ from ito_training_mcp.service import TrainingService
 from . import hostile_backend as hb
 from . import hostile_bombs
 from .conftest import EXAMPLE_MANIFEST, REPO
+from .proving import is_proof_request, proof_response
 
 MIB = 1 << 20
 RSS_LIMIT_KIB = 250 * 1024
@@ -104,6 +105,9 @@ async def client_call(url: str, endpoint: str, **extra: str) -> tuple[BackendRef
     params = dict(part.split("=", 1) for part in query.split("&")) if query else None
     async with BackendClient(settings, exchange) as api:
         api.authenticate(Credential(hb.TOKEN, "ITO_API_KEY"))
+        if endpoint != "capabilities":  # plain http: the origin proof first; what follows is the request tested
+            await api.prove_origin(Gate.CREATE)
+            exchange.contacted, exchange.requests_sent = False, 0
         try:
             await api.request(method, path_only, Me, gate=Gate.CREATE, auth=endpoint != "capabilities",
                               params=params, json_body={"x": "y"} if method == "POST" else None,
@@ -346,6 +350,8 @@ def test_mock_transports_see_identity_too() -> None:
 
     def answer(request: httpx.Request) -> httpx.Response:
         seen.append(request)
+        if is_proof_request(request.url.path):
+            return proof_response(request, hb.TOKEN)
         return httpx.Response(200, json={"account_id": hb.ACCOUNT})
 
     async def go() -> None:

@@ -21,7 +21,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS, review_path_names
+from ito_training_mcp.backend.models import (
+    CONFIRMATION_OPERATIONS,
+    REQUIRED_OPERATIONS,
+    SIGN_IN_WORDS,
+    review_path_names,
+)
 from ito_training_mcp.envelope import Envelope
 from ito_training_mcp.service import TrainingService
 from ito_training_reference import ReferenceBackend, reviews
@@ -399,6 +404,9 @@ HOSTILE_PLANS: dict[str, dict[str, Any]] = {
     "review url with a trailing slash": {"request": {"review_url": "https://desk.example/desk/requests/creq_h1/"}},
     "review url with an upper-case word": {"request": {"review_url": "https://desk.example/Desk/requests/creq_h1"}},
     "review url with a long word": {"request": {"review_url": f"https://desk.example/{'d' * 33}/creq_h1"}},
+    "review url with digits in a word": {"request": {"review_url": "https://desk.example/a1b2c3d4e5f6/creq_h1"}},
+    "review url through a sign-in word": {"request": {"review_url": "https://desk.example/desk/sign-in/creq_h1"}},
+    "review url with many words": {"request": {"review_url": "https://desk.example/a/b/c/d/e/creq_h1"}},
     "review url naming only a prefix": {"request": {"review_url": "https://desk.example/desk/requests/creq_h"}},
     "review url with the id encoded": {"request": {"review_url": "https://desk.example/desk/requests/creq%5Fh1"}},
 }
@@ -452,12 +460,13 @@ async def test_the_hostile_harness_accepts_a_bound_answer(world: World, manifest
     assert envelope.data is not None and envelope.data["confirmation_request"]["request_id"] == "creq_h1"
 
 
-_WORDS = st.lists(st.from_regex(r"[a-z0-9-]{1,32}", fullmatch=True), max_size=4)
+_WORDS = st.lists(st.from_regex(r"[a-z]{1,12}(-[a-z]{1,12})?", fullmatch=True).filter(
+    lambda w: w not in SIGN_IN_WORDS), max_size=3)
 _IDS = st.from_regex(r"creq_[A-Za-z0-9_]{1,24}", fullmatch=True)
 
 
 @settings(max_examples=200, deadline=None)
-@given(_WORDS, _IDS, st.sampled_from(["A", "_", "~", ".", "%41", "x" * 33, SIGN_IN_SECRET, ""]))
+@given(_WORDS, _IDS, st.sampled_from(["A", "_", "~", ".", "%41", "7", "--", "x" * 33, SIGN_IN_SECRET, ""]))
 def test_property_a_review_path_is_short_words_then_the_request(words: list[str], request_id: str, odd: str) -> None:
     url = "https://desk.example/" + "/".join([*words, request_id])
     assert review_path_names(url, request_id)
@@ -466,6 +475,9 @@ def test_property_a_review_path_is_short_words_then_the_request(words: list[str]
     assert not review_path_names(url + "/" + SIGN_IN_SECRET, request_id)
     assert not review_path_names("https://desk.example/" + "/".join([*words, f"w{odd}w" if odd else "", request_id]),
                                  request_id)
+    for word in sorted(SIGN_IN_WORDS):  # a path through a sign-in page is no review page, whatever its end
+        assert not review_path_names("https://desk.example/" + "/".join([*words, word, request_id]), request_id)
+    assert not review_path_names("https://desk.example/" + "/".join(["a"] * 5 + [request_id]), request_id)
 
 
 def test_the_desks_own_sign_in_link_is_never_a_review_url(backend: ReferenceBackend) -> None:

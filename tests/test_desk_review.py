@@ -104,17 +104,21 @@ def test_planning_the_same_manifest_again_answers_the_same_pending_request(rb: R
 
 
 def test_plan_training_twice_through_the_server_answers_one_request(world: Any, manifest_path: str) -> None:
-    """The agent's view (the MCP service over the reference backend): one intent, one request."""
+    """The agent's view (the MCP service over the reference backend): one intent, one request. The second
+    call is refused by the server itself and names the pending request; another server process (which
+    does not know it) gets the same request back from the backend."""
     service = world.service()
 
-    async def plan() -> dict[str, Any]:
-        return (await service.invoke("plan_training", {"booking_id": world.booking,
+    async def plan(through: Any) -> dict[str, Any]:
+        return (await through.invoke("plan_training", {"booking_id": world.booking,
                                                        "manifest_path": manifest_path})).to_dict()
 
-    answers = [anyio.run(plan) for _ in range(2)]
-    assert all(a["ok"] for a in answers), answers
-    ids = {a["data"]["confirmation_request"]["request_id"] for a in answers}
-    assert len(ids) == 1 and len(world.op.confirmation_requests(world.account, "pending")) == 1
+    first, again, elsewhere = anyio.run(plan, service), anyio.run(plan, service), anyio.run(plan, world.service())
+    assert first["ok"] and elsewhere["ok"], (first, elsewhere)
+    request_id = first["data"]["confirmation_request"]["request_id"]
+    assert again["error"]["code"] == "IDEMPOTENCY_IN_FLIGHT" and again["error"]["details"]["request_id"] == request_id
+    assert elsewhere["data"]["confirmation_request"]["request_id"] == request_id
+    assert len(world.op.confirmation_requests(world.account, "pending")) == 1
 
 
 def test_the_review_warns_of_runs_and_confirmations_of_the_same_manifest(rb: ReferenceBackend,

@@ -4,6 +4,7 @@ to the page first opened after signing in (never anywhere else)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from urllib.parse import urlencode
 
@@ -66,7 +67,8 @@ def test_confirm_needs_a_recent_sign_in_and_signing_in_again_returns_to_the_revi
         assert 'class="confirm"' not in page.text and 'class="decline"' in decision
         assert "To confirm, sign in again" in decision and "last 10 minutes" in decision
         assert f"For the operator: <code>ito-training desk login-link --account {tenant.account_id}</code>" in decision
-        assert page.headers["set-cookie"].startswith(f"ito_desk_return={review(request_id)}; Path=/desk; HttpOnly;")
+        assert re.fullmatch(rf"ito_desk_return={review(request_id)}\.[0-9a-f]{{32}}; Path=/desk; HttpOnly; "
+                            r"SameSite=Strict; Max-Age=1800", page.headers["set-cookie"])  # signed by the desk
 
         # A Confirm form from before is refused now: nothing is confirmed without a recent sign-in.
         refused = post_form(tab, f"{review(request_id)}/confirm", {"csrf": token})
@@ -193,8 +195,8 @@ def test_signing_in_returns_to_the_page_first_opened(rb: ReferenceBackend, tenan
     with browser(rb) as tab:
         first = tab.get(review(request_id))
         assert first.status_code == 401
-        assert first.headers["set-cookie"] == (f"ito_desk_return={review(request_id)}; Path=/desk; HttpOnly; "
-                                               f"SameSite=Strict; Max-Age=1800")
+        assert re.fullmatch(rf"ito_desk_return={review(request_id)}\.[0-9a-f]{{32}}; Path=/desk; HttpOnly; "
+                            r"SameSite=Strict; Max-Age=1800", first.headers["set-cookie"])  # signed by the desk
         text = first.text
         assert "Open the single-use sign-in link your operator gives you" in text
         # The operator's command is labelled as the operator's, not shown as something the person runs.

@@ -27,6 +27,7 @@ from ito_training_mcp.gates.config import BackendSettings, Endpoint, parse_endpo
 from ito_training_mcp.service import TrainingService
 
 from . import hostile_backend as hb
+from .proving import is_proof_request, proof_response
 
 _SETTINGS = {"deadline": None, "derandomize": True, "database": None}
 
@@ -313,6 +314,8 @@ def test_the_origin_check_accepts_every_accepted_host_form(url: str) -> None:
     seen: list[httpx.Request] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
+        if is_proof_request(request.url.path):  # plain http: the origin proof comes first
+            return proof_response(request, hb.TOKEN)
         seen.append(request)
         return httpx.Response(200, json={"account_id": hb.ACCOUNT})
 

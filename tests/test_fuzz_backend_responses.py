@@ -46,6 +46,7 @@ from ito_training_mcp.service import TrainingService
 from ito_training_mcp.service import base as service_module
 
 from .conftest import EXAMPLE_MANIFEST
+from .proving import is_proof_request, proof_response
 
 CANARY_TOKEN = "itocanary_TOKEN_fuzz_5b7e3c9d1a"
 AUTHORIZATION = f"Bearer {CANARY_TOKEN}"
@@ -229,6 +230,8 @@ class FakeBackend:
         self.posts: dict[str, list[tuple[str | None, bytes]]] = {}
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if is_proof_request(request.url.path):  # plain http: the backend proves itself before the token goes
+            return proof_response(request, CANARY_TOKEN)
         endpoint, detail = classify(request)
         self.seen.append(endpoint)
         auth = request.headers.get("authorization")

@@ -26,7 +26,7 @@ import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from ito_training_reference import OperatorError, ReferenceBackend, create_app
+from ito_training_reference import OperatorClient, OperatorError, ReferenceBackend, create_app
 from ito_training_reference.cli import main as backend_main
 from ito_training_reference.cli import operator_token
 from ito_training_reference.operator_auth import NONCE_PATH
@@ -671,15 +671,16 @@ def test_operator_api_refuses_without_the_operator_token(rb: ReferenceBackend, t
                                  ("DELETE", "/operator/faults"), ("GET", "/operator/nothing")):
                 r = anonymous.request(method, path, headers=headers)
                 assert r.status_code == 404 and r.content == unknown.content
+        # The bare operator token is refused too unless the backend allows it (tests/test_tls_desk_and_operator.py).
         r = anonymous.get("/operator/runs", headers={"Authorization": f"Bearer {rb.operator_token}"})
-        assert r.status_code == 200
+        assert r.status_code == 404 and r.content == unknown.content
     r = tenant.http.get("/v1/unknown")
     assert r.status_code == 404 and code(r) == "not_found"
 
 
 def test_operator_api_refuses_non_loopback_clients_even_with_the_token(tmp_path: Path) -> None:
     token = "op-" + "t" * 40
-    app = create_app(str(tmp_path / "db.sqlite3"), operator_token=token)
+    app = create_app(str(tmp_path / "db.sqlite3"), operator_token=token, allow_operator_bearer=True)
     try:
         auth = {"Authorization": f"Bearer {token}"}
         with TestClient(app, client=("10.1.2.3", 40000)) as remote:
@@ -773,7 +774,8 @@ def test_cli_serves_and_never_prints_the_token(tmp_path: Path) -> None:
         with httpx.Client(base_url=url, trust_env=False, timeout=5) as http:
             assert http.get("/v1/capabilities").json()["contract_version"] == "ito.training.v1"
             token = token_file.read_text().strip()
-            assert http.get("/operator/runs", headers={"Authorization": f"Bearer {token}"}).json() == {"runs": []}
+        with OperatorClient(url, token) as op:  # signed requests: the token itself never travels
+            assert op.runs() == []
     finally:
         proc.terminate()
         _, rest = proc.communicate(timeout=10)

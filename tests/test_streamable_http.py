@@ -89,11 +89,14 @@ def http_manifest(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def http_server(http_world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """The server subprocess on a free port; yields its /mcp URL and the file its stderr goes to."""
+def http_server(http_world: World, http_manifest: str,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The server subprocess on a free port, reading manifests under the test manifest's directory;
+    yields its /mcp URL and the file its stderr goes to."""
     port = free_port()
     stderr_path = tmp_path_factory.mktemp("http-server") / "stderr.log"
-    env = server_env({**http_world.env, "ITO_TRAINING_POLL_INTERVAL_S": "0.05"})
+    env = server_env({**http_world.env, "ITO_TRAINING_POLL_INTERVAL_S": "0.05",
+                      "ITO_TRAINING_MANIFEST_ROOTS": str(Path(http_manifest).parent)})
     with stderr_path.open("wb") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ito_training_mcp", "--transport", "streamable-http",

@@ -16,6 +16,10 @@
   revoked for the life of the process and never sent again.
 - Every body is validated against `backend_models`; anything else is `BACKEND_INVALID_RESPONSE`.
 - Whether a request left the process is recorded precisely (httpcore's trace: headers started).
+- Over plain http (loopback only) the token is sent only to a listener that proved, for this call,
+  that it is the backend the token belongs to (`origin_proof.py`); any other listener gets nothing
+  but a handle of the token, and the call is refused (`BACKEND_INVALID_RESPONSE`, reason
+  `origin_unproven`). Over https, TLS authenticates the server and no proof is asked.
 - A call that waits (a long poll) bounds the client by its time budget (`limit_to`, `within`):
   each exchange then gets the smaller of its own deadline and what is left of the budget, and one
   that would start with nothing left is not sent. Running out of the budget is `BudgetSpent`.
@@ -27,6 +31,7 @@ import functools
 import hashlib
 import logging
 import re
+import secrets
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -40,9 +45,10 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from ito_training_mcp import __version__
+from ito_training_mcp.backend import origin_proof
 from ito_training_mcp.backend import wire as backend_wire
 from ito_training_mcp.backend.credentials import Credential
-from ito_training_mcp.backend.models import ErrorBody
+from ito_training_mcp.backend.models import ErrorBody, OriginProof
 from ito_training_mcp.envelope import ErrorCode, Gate
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates.config import BackendSettings
@@ -183,6 +189,8 @@ class BackendClient:
         self._client: httpx.AsyncClient | None = None
         self._extensions: dict[str, Any] = {"trace": self._trace}
         self._budget_ends: float | None = None  # anyio.current_time() at which the call's budget runs out
+        # Plain http: the listener has not yet proved that it is the token's backend (see origin_proof.py).
+        self._origin_unproven = settings.endpoint.scheme == "http"
 
     # ------------------------------------------------------------------ the call's time budget
 
@@ -276,6 +284,7 @@ class BackendClient:
         if auth:
             if self._credential is None:
                 raise BackendRefusal(ErrorCode.AUTH_MISSING, "No credential is configured.", gate=gate)
+            await self.prove_origin(gate)
             headers["Authorization"] = self._credential.authorization()
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
@@ -295,6 +304,36 @@ class BackendClient:
             return status, self._validate(model, body, content_type, gate=gate, mutation=mutation)
         raise self._refusal_for(status, body, content_type, www_authenticate, retry_after, gate=gate,
                                 mutation=mutation)
+
+    async def prove_origin(self, gate: Gate | None) -> None:
+        """Plain http: before the token goes anywhere, the listener proves that it is the backend the token
+        belongs to, for the address this client dials (`origin_proof.py`); once per client. Sends no
+        credential. Nothing to do over https, or once proven. `request` calls it before the token's first use."""
+        credential = self._credential
+        if not self._origin_unproven or credential is None:
+            return
+        endpoint = self._settings.endpoint
+        key, nonce = credential.origin_key(), secrets.token_hex(origin_proof.NONCE_HEX // 2)
+        params = {"nonce": nonce, "token_handle": origin_proof.token_handle(key)}
+        try:
+            _, answer = await self.request("GET", origin_proof.PROOF_PATH, OriginProof, gate=gate, auth=False,
+                                           params=params)
+        except BudgetSpent:
+            raise
+        except BackendRefusal as refused:
+            if refused.code in (ErrorCode.BACKEND_UNREACHABLE, ErrorCode.BACKEND_TIMEOUT):
+                raise
+            details = refused.details or {}
+            if (details.get("status"), details.get("backend_code")) == (404, "token_unknown"):
+                raise BackendRefusal(
+                    ErrorCode.AUTH_REJECTED, "The backend does not know the configured API token; it was not sent.",
+                    gate=gate, details={"setting": credential.source, "reason": "token_unknown"},
+                ) from None
+            raise _origin_unproven(gate) from None
+        if not origin_proof.matches(answer.proof, key, nonce, origin_proof.authority(endpoint.dial_host,
+                                                                                     endpoint.port)):
+            raise _origin_unproven(gate)
+        self._origin_unproven = False
 
     def _same_origin(self, url: httpx.URL) -> bool:
         endpoint = self._settings.endpoint
@@ -498,6 +537,19 @@ class BackendClient:
                                   details=details, ambiguous=mutation, retryable=True)
         return BackendRefusal(ErrorCode.BACKEND_ERROR, f"The backend refused the request with status {status}.",
                               gate=gate, details=details, retryable=False)
+
+
+def _origin_unproven(gate: Gate | None) -> BackendRefusal:
+    return BackendRefusal(
+        ErrorCode.BACKEND_INVALID_RESPONSE,
+        "The listener at ITO_API_URL (plain http) did not prove that it is the backend the API token belongs to, "
+        "so the token was not sent.",
+        gate=gate, retryable=False, details={"reason": "origin_unproven", "setting": "ITO_API_URL"},
+        next_step=("Tell the user the program listening at ITO_API_URL did not prove that it is the Itô backend: "
+                   "another program may hold that port, or the backend does not offer the origin proof that plain "
+                   "http needs. The API token was not sent. They should check what listens there, or use an https "
+                   "ITO_API_URL. Do not retry until they have."),
+    )
 
 
 async def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -15,6 +15,7 @@ import shlex
 import stat as stat_
 from collections.abc import Mapping
 
+from ito_training_mcp.backend import origin_proof
 from ito_training_mcp.egress.clean import clean_line
 from ito_training_mcp.egress.redact import register_secret
 from ito_training_mcp.envelope import ErrorCode, Gate
@@ -39,6 +40,10 @@ class Credential:
 
     def authorization(self) -> str:
         return f"Bearer {self.__token}"
+
+    def origin_key(self) -> bytes:
+        """The key of the origin proof (`origin_proof.token_key`): the token's SHA-256, never the token."""
+        return origin_proof.token_key(self.__token)
 
     def appears_in(self, text: str) -> bool:
         """Whether `text` holds this token (to refuse an argument that carries it)."""

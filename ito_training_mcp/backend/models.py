@@ -83,17 +83,26 @@ def _review_url(value: object) -> str:
     return value
 
 
-_REVIEW_SEGMENT = re.compile(r"[a-z0-9-]{1,32}")
+# A path segment before the request id: lowercase words of letters only, joined by single hyphens, at
+# most 32 characters (`desk`, `review-requests`). No digits and no length to hide an encoded secret in.
+_REVIEW_SEGMENT = re.compile(r"(?=[a-z-]{1,32}$)[a-z]+(?:-[a-z]+)*")
+MAX_REVIEW_SEGMENTS = 4
+# Words that name a page which signs someone in: a path through one of them is no review page, even
+# when the last segment is the request's id (a backend that named a request after a sign-in secret).
+SIGN_IN_WORDS = frozenset({"auth", "authorize", "callback", "invite", "key", "login", "log-in", "logon", "magic",
+                           "magic-link", "oauth", "secret", "session", "sign-in", "signin", "sso", "token", "verify"})
 
 
 def review_path_names(url: str, request_id: str) -> bool:
-    """Is the path of this (already checked) review URL the page of `request_id`: short lowercase
-    words, then `/<request_id>` and nothing after? A sign-in link (`/desk/sign-in/<secret>`) is not:
-    its last segment is not this request's id, and a secret is no short lowercase word."""
-    path = urlsplit(url).path
-    segments = path.split("/")
+    """Is the path of this (already checked) review URL the page of `request_id`: up to
+    `MAX_REVIEW_SEGMENTS` lowercase words, none a sign-in word, then `/<request_id>` and nothing after?
+    A sign-in link (`/desk/sign-in/<secret>`) is not: its last segment is not this request's id, a
+    secret is no word, and `sign-in` is a sign-in word."""
+    segments = urlsplit(url).path.split("/")
+    words = segments[1:-1]
     return (len(segments) >= 2 and segments[0] == "" and segments[-1] == request_id
-            and all(_REVIEW_SEGMENT.fullmatch(segment) for segment in segments[1:-1]))
+            and len(words) <= MAX_REVIEW_SEGMENTS
+            and all(_REVIEW_SEGMENT.fullmatch(word) and word not in SIGN_IN_WORDS for word in words))
 
 
 Timestamp = Annotated[datetime, BeforeValidator(_timestamp)]
@@ -119,6 +128,12 @@ class TrainingCapabilities(_Response):
 class Capabilities(_Response):
     contract_version: Code
     training: TrainingCapabilities
+
+
+class OriginProof(_Response):
+    """`GET /v1/origin-proof` (an extension; `origin_proof.py`)."""
+
+    proof: Sha256
 
 
 class Me(_Response):

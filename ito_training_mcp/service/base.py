@@ -40,10 +40,11 @@ from ito_training_mcp.egress.fit import fit
 from ito_training_mcp.envelope import Envelope, ErrorCode, Gate, refusal, success
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates import inputs
-from ito_training_mcp.gates.config import BackendSettings, ManifestSettings
+from ito_training_mcp.gates.config import ENV_MANIFEST_ROOTS, BackendSettings, ManifestSettings
 from ito_training_mcp.gates.manifest.digest import DigestedManifest, ManifestGate
 from ito_training_mcp.service.call import Call, CallClient
 from ito_training_mcp.service.flight import SingleFlight
+from ito_training_mcp.service.open_plans import OpenPlans
 from ito_training_mcp.service.reviews import Reviews, review_data
 from ito_training_mcp.tools.specs import ALL_TOOLS
 
@@ -68,7 +69,9 @@ class ServiceBase:
     `env` defaults to the live process environment; `transport` lets tests route the backend
     client through a custom httpx transport; `clock` gives the current UTC time; `on_interrupted`
     receives the envelope of a call that was cancelled before it finished (the CLI prints it after
-    Ctrl-C; over MCP a cancelled request gets no answer).
+    Ctrl-C; over MCP a cancelled request gets no answer). `manifests_under_roots_only`: read manifests
+    only under `ITO_TRAINING_MANIFEST_ROOTS`, and refuse while it is unset (the server over streamable
+    HTTP, where any local process can call it, so no tool may answer about files elsewhere).
     """
 
     def __init__(
@@ -78,8 +81,10 @@ class ServiceBase:
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], datetime] | None = None,
         on_interrupted: Callable[[Envelope], None] | None = None,
+        manifests_under_roots_only: bool = False,
     ) -> None:
         self._env = env
+        self._roots_only = manifests_under_roots_only
         self._transport = transport
         self._clock = clock or (lambda: datetime.now(UTC))
         self._on_interrupted = on_interrupted
@@ -92,6 +97,8 @@ class ServiceBase:
         self._identity_flights: SingleFlight[str] = SingleFlight()
         self._manifests = ManifestGate()
         self._reviews = Reviews()
+        # Plans this process opened that still wait for a person (plan_training refuses to repeat one).
+        self._open_plans = OpenPlans()
         self._configured_key()
 
     def _configured_key(self) -> tuple[str, ...]:
@@ -216,9 +223,20 @@ class ServiceBase:
     async def _gate_manifest(self, path: str, *, reviewed: bool = False) -> tuple[DigestedManifest, dict[str, Any]]:
         """Gate 2: secure read, strict JSON, secret scan, character rule, schema; the digest of the bytes read,
         and (`reviewed`) the review a result carries. Off the event loop, a bounded number at a time
-        (`ManifestGate`). The manifest is kept for its whole review (`full_review`)."""
-        digested, review = await self._manifests.digest(path, ManifestSettings.from_env(self.env),
-                                                         review_data if reviewed else None)
+        (`ManifestGate`). The manifest is kept for its whole review (`full_review`). Over streamable HTTP
+        (`manifests_under_roots_only`) a manifest is read only under the configured roots."""
+        settings = ManifestSettings.from_env(self.env)
+        if self._roots_only and settings.roots is None:
+            raise Refusal(
+                ErrorCode.CONFIG_INVALID,
+                f"This server is reached over streamable HTTP, where it reads manifests only under "
+                f"{ENV_MANIFEST_ROOTS}, and that setting is unset. Nothing was read or sent.",
+                gate=Gate.MANIFEST, details={"setting": ENV_MANIFEST_ROOTS, "problem": "unset"},
+                next_step=(f"Tell the user this server (streamable HTTP) reads manifests only under "
+                           f"{ENV_MANIFEST_ROOTS}, which is unset: only they can set it, to the directories that "
+                           "hold their manifests, and restart the server. Nothing was read or sent."),
+            )
+        digested, review = await self._manifests.digest(path, settings, review_data if reviewed else None)
         self._reviews.keep(digested)
         return digested, review or {}
 

@@ -42,6 +42,7 @@ from ito_training_mcp.service.notices import (
     request_opened,
     request_status,
 )
+from ito_training_mcp.service.open_plans import OpenPlan
 from ito_training_mcp.service.waiting import MonotonicClock, Position, wait_data, wait_until
 
 RUN_ACTIONS = ("training.cancel", "training.cleanup", "training.restart")
@@ -77,13 +78,20 @@ class ConfirmationOperations(ServiceBase):
             settings = self._gate_availability()                             # 1 availability
             digested, review = await self._gate_manifest(path, reviewed=True)  # 2 manifest
             call.note(manifest_sha256=digested.sha256)
+            intent = (settings.endpoint.base_url, booking, digested.sha256)
+            waiting = self._open_plans.pending(*intent, self._clock())      # the same plan, still pending
+            if waiting is not None:
+                raise _plan_still_pending(waiting)
             async with self._backend(settings, call) as api:
                 await self._gate_capabilities(api, settings, _operations())           # 3 capabilities (+2)
                 self._authenticate(api)
                 account_id, _ = await self._gate_entitlement(api, settings, booking)  # 4 entitlement
                 plan = await self._post_plan(api, booking, digested)                  # the plan, unkeyed
             _check_plan(plan, account_id, booking, digested)
-            call.note(plan_id=plan.plan_id, request_id=_request_id(plan.confirmation_request))
+            opened = plan.confirmation_request
+            call.note(plan_id=plan.plan_id, request_id=_request_id(opened))
+            if opened is not None:
+                self._open_plans.remember(*intent, OpenPlan(opened.request_id, opened.review_url, opened.expires_at))
             return _plan_data(plan, digested, review), NOTICE_PLAN_VALID if plan.valid else NOTICE_PLAN_INVALID
 
         return await self._run("plan_training", body)
@@ -137,6 +145,8 @@ class ConfirmationOperations(ServiceBase):
                 )
             request = waited.last
             call.note(action=request.action)
+            if request.status != "pending":
+                self._open_plans.settled(request.request_id)
             data = _request_data(request)
             data["wait"] = wait_data(wait, settings.max_wait_s, waited)
             notice = request_status(request.action, request.status)
@@ -186,6 +196,24 @@ class ConfirmationOperations(ServiceBase):
 
 def _invalid(message: str) -> Refusal:
     return Refusal(ErrorCode.BACKEND_INVALID_RESPONSE, message, gate=Gate.CONFIRMATION)
+
+
+def _plan_still_pending(waiting: OpenPlan) -> Refusal:
+    """plan_training for a booking and manifest whose request, opened by this server, still waits for the
+    person: refused before anything is sent, naming that request."""
+    rid = waiting.request_id
+    return Refusal(
+        ErrorCode.IDEMPOTENCY_IN_FLIGHT,
+        f"A confirmation request for this booking and manifest is still pending ({rid}); no second plan was "
+        "opened and nothing was sent.",
+        gate=Gate.IDEMPOTENCY, retryable=False,
+        details={"reason": "plan_pending", "request_id": rid, "review_url": waiting.review_url,
+                 "expires_at": waiting.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        next_step=(f"Do not plan this manifest again: confirmation request {rid} for the same booking and manifest "
+                   "is still waiting for the user at the Itô desk. Call confirmation_status with request_id "
+                   f"{rid} (with wait_seconds to wait) to learn their decision, and show the user its review_url "
+                   "if they have not opened it."),
+    )
 
 
 def _opening_refused(refused: BackendRefusal, tool: str) -> Refusal:

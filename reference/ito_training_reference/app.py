@@ -101,6 +101,7 @@ def create_app(
     request_ttl_s: float = reviews.REQUEST_TTL_S, confirmation_ttl_s: float = reviews.CONFIRMATION_TTL_S,
     plan_retention_s: float = reviews.PLAN_RETENTION_S, recent_sign_in_s: float = RECENT_SIGN_IN_S,
     clock: Callable[[], float] | None = None, interrupt_every_steps: int | None = None,
+    allow_operator_bearer: bool = False,
 ) -> Starlette:
     """Build the app over the SQLite database at `db_path` (created if missing).
 
@@ -112,7 +113,8 @@ def create_app(
     seconds; default the real time) lets tests move time. `auto_advance_s` starts the run clock
     (run_clock.py): one stage per that many seconds; `interrupt_every_steps` interrupts every run
     once per that many model steps (the detection and resume times are `lifecycle.DETECT_S` and
-    `RESUME_S`).
+    `RESUME_S`). `allow_operator_bearer` accepts the bare operator token as a bearer on the operator API
+    (each use logged); by default only signed requests are.
     """
     for name, ttl in (("request_ttl_s", request_ttl_s), ("confirmation_ttl_s", confirmation_ttl_s)):
         if not (math.isfinite(ttl) and -MAX_TTL_S <= ttl <= MAX_TTL_S):
@@ -130,7 +132,8 @@ def create_app(
         raise ValueError("interrupt_every_steps must be an integer from 1 to 1000000000")
     install_log_filter()
     store = Store(db_path) if clock is None else Store(db_path, clock)
-    backend = Backend(store=store, operator_token=operator_token, auto_advance_s=auto_advance_s,
+    backend = Backend(store=store, operator_token=operator_token, allow_operator_bearer=allow_operator_bearer,
+                      auto_advance_s=auto_advance_s,
                       interrupt_every_steps=interrupt_every_steps, public_url=_public_url(public_url),
                       reviews=reviews.Settings(request_ttl_s=request_ttl_s, confirmation_ttl_s=confirmation_ttl_s,
                                                plan_retention_s=plan_retention_s),

@@ -78,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the run clock: every active run passes one stage per this many seconds (demos)")
     parser.add_argument("--interrupt-every-steps", type=int, default=None, metavar="N",
                         help="interrupt every run once per N model steps (it resumes from its last checkpoint)")
+    parser.add_argument("--tls-cert", metavar="PEM", default=None,
+                        help="serve https with this certificate (and --tls-key): the desk's cookies are then "
+                             "Secure and __Host- prefixed")
+    parser.add_argument("--tls-key", metavar="PEM", default=None, help="the private key of --tls-cert")
+    parser.add_argument("--allow-operator-bearer", action="store_true",
+                        help="also accept the bare operator token as a bearer on the operator API (scripts); "
+                             "every such request is logged as a warning. The desk CLI signs its requests and "
+                             "never needs this")
     return parser
 
 
@@ -96,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 <= args.port <= 65535:
         print("ito-training backend: --port must be 0-65535", file=sys.stderr)
         return 2
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("ito-training backend: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    tls = {} if args.tls_cert is None else {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
     token_path = args.operator_token_file or f"{args.db}{TOKEN_FILE_SUFFIX}"
     try:
         token = operator_token(token_path)
@@ -111,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         app = create_app(args.db, operator_token=token, auto_advance_s=args.auto_advance_s,
-                         public_url=args.public_url, interrupt_every_steps=args.interrupt_every_steps)
+                         public_url=args.public_url, interrupt_every_steps=args.interrupt_every_steps,
+                         allow_operator_bearer=args.allow_operator_bearer)
     except ValueError as exc:  # fixed messages naming the setting
         print(f"ito-training backend: cannot start: {exc}", file=sys.stderr)
         return 2
@@ -128,12 +141,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             if self.started:
                 port = self.servers[0].sockets[0].getsockname()[1]
                 host = f"[{args.host}]" if ":" in args.host else args.host
-                print(f"ito-training backend: listening on http://{host}:{port}\n"
+                scheme = "https" if tls else "http"
+                print(f"ito-training backend: listening on {scheme}://{host}:{port}\n"
                       f"  database: {db_shown}\n"
                       f"  operator token file: {token_shown} (loopback clients only)",
                       file=sys.stderr, flush=True)
+                if args.allow_operator_bearer:
+                    print("  the bare operator bearer token is accepted (--allow-operator-bearer); each use is "
+                          "logged", file=sys.stderr, flush=True)
 
-    server = _Announcing(server_config(app, host=args.host, port=args.port))
+    try:
+        config = server_config(app, host=args.host, port=args.port, **tls)
+        config.load()  # reads the certificate and key now, so a bad pair is a clear error
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        app.state.backend.store.close()
+        print(f"ito-training backend: cannot start: the TLS certificate or key cannot be used "
+              f"({type(exc).__name__})", file=sys.stderr)
+        return 2
+    server = _Announcing(config)
     # uvicorn handles SIGTERM gracefully, then re-raises it: with the default action the process would
     # die before the database is closed, leaving its -wal and -shm files. This handler turns it into a
     # clean stop, so `finally` checkpoints the log into the database file and removes them.

@@ -76,6 +76,9 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
                         help=f"the backend's database path, to find its token file (default {DEFAULT_DB})")
     parser.add_argument("--operator-token-file", metavar="PATH", default=default,
                         help="the operator token file (default <--db>.operator-token)")
+    parser.add_argument("--tls-ca", metavar="PEM", default=default,
+                        help="for an https --url: trust the certificates in this file (the backend's own "
+                             "--tls-cert, say) instead of the system's")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -416,7 +419,7 @@ def _run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO, env: dict[str, 
     import httpx
 
     try:
-        with OperatorClient(url, token) as op:
+        with OperatorClient(url, token, tls_ca=args.tls_ca) as op:
             data, human = _execute(op, args, out)
     except UsageError as exc:
         _fail(out, "usage", exc.message)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import math
 import re
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,7 @@ from .state import Backend
 from .store import new_id, rfc3339
 from .wire import JSON_TYPE, Reply, bearer, is_loopback, json_object, only_keys, send_reply
 
+log = logging.getLogger("uvicorn.error")  # the server's error log (stderr), within its log budget
 _ID_RE = re.compile(ID_PATTERN)
 _MONEY_RE = re.compile(r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,2})?$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9._:/+-]{1,64}$")
@@ -48,8 +50,9 @@ MAX_SIGNED_BODY = 1024 * 1024
 
 class OperatorGuard:
     """Loopback client and a request signed with the operator token (operator_auth.py), or the bare
-    operator bearer token; otherwise a 404 indistinguishable from a missing path. `GET /operator/nonce`
-    answers any loopback client: a nonce to sign one request with."""
+    operator bearer token when the backend allows it (`Backend.allow_operator_bearer`, each use logged);
+    otherwise a 404 indistinguishable from a missing path. `GET /operator/nonce` answers any loopback
+    client: a nonce to sign one request with."""
 
     def __init__(self, backend: Backend, app: ASGIApp) -> None:
         self.backend, self.app = backend, app
@@ -70,9 +73,13 @@ class OperatorGuard:
             await self._signed(scope, receive, send, request, raw_path, parse(header))
             return
         token = bearer(request)
-        if token is None or not hmac.compare_digest(token.encode(), self.backend.operator_token.encode()):
+        if (token is None or not self.backend.allow_operator_bearer
+                or not hmac.compare_digest(token.encode(), self.backend.operator_token.encode())):
             await send_reply(send, Reply.error(not_found()))
             return
+        log.warning("operator API: %s %s authorised by the bare operator bearer token (--allow-operator-bearer); "
+                    "the token travels with every such request: prefer signed requests (ito-training desk)",
+                    scope["method"], scope["path"][:200])
         await self.app(scope, receive, send)
 
     async def _signed(self, scope: Scope, receive: Receive, send: Send, request: Request, raw_path: str,

@@ -18,8 +18,9 @@ another port or address, or not started yet) receives nothing it can use:
 - no way to pose as the backend: the answer to a signed request carries an HMAC over the nonce, the
   status and the body (`RESPONSE_HEADER`), and the client refuses an answer without a good one.
 
-A bare `Authorization: Bearer <operator token>` is still accepted, for scripts written against the
-documented API; the product's own clients never send it.
+A bare `Authorization: Bearer <operator token>` is refused like any unknown request, unless the
+backend was started with `--allow-operator-bearer` (for scripts written against the documented
+API); then each use is accepted and logged as a warning. The product's own clients never send it.
 """
 
 from __future__ import annotations

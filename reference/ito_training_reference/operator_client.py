@@ -13,6 +13,7 @@ import hmac
 import ipaddress
 import json
 import socket
+import ssl
 import time
 from typing import Any
 from urllib.parse import quote
@@ -36,7 +37,10 @@ class OperatorError(Exception):
 class OperatorClient:
     """A small synchronous client for `/operator` (loopback + operator token)."""
 
-    def __init__(self, base_url: str, operator_token: str, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, base_url: str, operator_token: str, *, timeout_s: float = 10.0,
+                 tls_ca: str | None = None) -> None:
+        """`tls_ca`: a PEM file of certificates to trust for an https backend (its own self-signed
+        certificate, say) instead of the system's."""
         self._token = operator_token
         url = _literal(httpx.URL(base_url.rstrip("/")))
         self._where = authority(url.host, url.port if url.port is not None else (443 if url.scheme == "https" else 80))
@@ -46,7 +50,7 @@ class OperatorClient:
             follow_redirects=False,
             trust_env=False,
             # Plain http never uses TLS: skip building a verifying context (~0.1 s per client).
-            verify=url.scheme != "http",
+            verify=False if url.scheme == "http" else ssl.create_default_context(cafile=tls_ca),
         )
 
     def _signed(self, request: httpx.Request) -> httpx.Request:

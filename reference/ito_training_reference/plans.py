@@ -6,9 +6,11 @@ While such a request is pending (undecided, unexpired) for the same account, boo
 planning the same manifest again answers that request (and its plan, 200) instead of opening a
 second one: one intent is one request. `POST /v1/confirmation-requests` opens one for cancelling
 or cleaning up a run, or for restarting it from the checkpoint the backend proposed after a loss
-spike (bound to that proposal, for the cost of the steps run again). Nothing here confirms
-anything: only a person at the desk (or the operator API, headless) decides a request. Neither
-POST is keyed.
+spike (bound to that proposal, for the cost of the steps run again), or answers the one already pending
+for that run and action. Only plans count against the account's quota of pending requests: cancelling a
+run (stopping its spend) can never be refused because an agent opened many plans. Nothing here confirms
+anything: only a person at the desk (or the operator API, headless) decides a request. Neither POST is
+keyed.
 """
 
 from __future__ import annotations
@@ -44,10 +46,10 @@ REQUEST_ACTIONS = ("training.cancel", "training.cleanup", "training.restart")
 
 
 def _too_many(backend: Backend, account_id: str) -> None:
-    if reviews.pending_count(backend.store, account_id, backend.store.clock()) >= reviews.MAX_PENDING_PER_ACCOUNT:
+    if reviews.pending_plans(backend.store, account_id, backend.store.clock()) >= reviews.MAX_PENDING_PER_ACCOUNT:
         raise ApiError(409, "too_many_pending_requests",
-                       f"This account already has {reviews.MAX_PENDING_PER_ACCOUNT} pending confirmation requests; "
-                       "decide or let some expire first.")
+                       f"This account already has {reviews.MAX_PENDING_PER_ACCOUNT} pending training plans to "
+                       "confirm; decide them (the desk can decline them all at once) or let some expire first.")
 
 
 async def create_plan(backend: Backend, ctx: Ctx) -> Reply:
@@ -114,7 +116,9 @@ async def create_request(backend: Backend, ctx: Ctx) -> Reply:
     proposal = rec.proposal
     if action == "training.restart" and proposal is None:
         raise no_restart_proposed(rec)
-    _too_many(backend, ctx.account_id)
+    pending = reviews.pending_for_run(backend.store, ctx.account_id, rec.run_id, action, backend.store.clock())
+    if pending is not None:  # the same intent, still waiting: the same request (never refused for a quota)
+        return Reply(200, reviews.request_view(pending, backend.store.clock(), backend.base_url(ctx.request.scope)))
     row = reviews.create_run_request(
         backend.store, account_id=ctx.account_id, action=action, run_id=rec.run_id, booking_id=rec.booking_id,
         manifest_sha256=rec.manifest_sha256, settings=backend.reviews,

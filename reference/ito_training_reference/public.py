@@ -25,6 +25,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ito_training_mcp.backend import origin_proof
 from ito_training_mcp.gates.inputs import ID_PATTERN, KEY_PATTERN
 
 from . import curriculum, faults, lifecycle, policy
@@ -217,6 +218,23 @@ async def capabilities(backend: Backend, ctx: Ctx) -> Reply:
     return Reply(200, backend.capabilities())
 
 
+async def origin_proof_answer(backend: Backend, ctx: Ctx) -> Reply:
+    """`GET /v1/origin-proof?nonce=N&token_handle=H` (no credential): proof that this listener is the
+    backend of the token with handle H, for the address the request arrived on (the socket's local
+    address, never a header). See ito_training_mcp/backend/origin_proof.py."""
+    nonce, handle = (ctx.request.query_params.get(name) for name in ("nonce", "token_handle"))
+    if nonce is None or handle is None or not _DIGEST_RE.fullmatch(nonce) or not _DIGEST_RE.fullmatch(handle):
+        raise invalid_request("nonce and token_handle must each be 64 lowercase hex characters.")
+    row = backend.store.token_by_handle(handle)
+    if row is None:
+        raise ApiError(404, "token_unknown", "This backend issued no token with that handle.")
+    server = ctx.request.scope.get("server")
+    if not server:
+        raise ApiError(500, "internal_error", "The address this request arrived on is unknown.")
+    where = origin_proof.authority(str(server[0]), int(server[1]))
+    return Reply(200, {"proof": origin_proof.proof(bytes.fromhex(row["token_sha256"]), nonce, where)})
+
+
 async def me(backend: Backend, ctx: Ctx) -> Reply:
     return Reply(200, {"account_id": ctx.account_id})
 
@@ -407,6 +425,7 @@ def _run_action(action: str) -> Handler:
 def routes(backend: Backend) -> list[Route]:
     table: list[tuple[str, str, Handler, str | None, bool]] = [
         ("GET", "/v1/capabilities", capabilities, None, False),
+        ("GET", origin_proof.PROOF_PATH, origin_proof_answer, None, False),
         ("GET", "/v1/me", me, READ, False),
         ("GET", "/v1/bookings/{id}/training-eligibility", booking_eligibility, READ, False),
         ("GET", "/v1/confirmations/{ref}", get_confirmation, READ, False),

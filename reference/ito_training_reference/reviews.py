@@ -97,10 +97,39 @@ def still_possible(row: sqlite3.Row, rec: lifecycle.RunRecord) -> bool:
     return True
 
 
-def pending_count(store: Store, account_id: str, now: float) -> int:
+def pending_plans(store: Store, account_id: str, now: float) -> int:
+    """How many `training.create` requests (opened by plans) of this account are pending. Only these count
+    against `MAX_PENDING_PER_ACCOUNT`: a cancel or cleanup request never competes with plans, so an agent
+    that opened many plans can never stand between a person and stopping a run's spend."""
     row = store.row("SELECT COUNT(*) AS n FROM confirmation_requests WHERE account_id = ? AND status = 'pending' "
-                    "AND expires_at > ?", (account_id, now))
+                    "AND action = 'training.create' AND expires_at > ?", (account_id, now))
     return 0 if row is None else int(row["n"])
+
+
+def pending_for_run(store: Store, account_id: str, run_id: str, action: str, now: float) -> sqlite3.Row | None:
+    """The pending, unexpired request to `action` (cancel or cleanup) this run, if any: asking again answers
+    it, so a run has at most one of each pending, and these requests stay bounded without a quota."""
+    return store.row(
+        "SELECT * FROM confirmation_requests WHERE account_id = ? AND run_id = ? AND action = ? "
+        "AND status = 'pending' AND expires_at > ? ORDER BY created_at DESC, request_id LIMIT 1",
+        (account_id, run_id, action, now))
+
+
+def decline_pending_plans(store: Store, account_id: str, *, via: str, by: str) -> int:
+    """Decline, in one transaction, every pending `training.create` request of this account (the desk's
+    "decline all plans"); cancel and cleanup requests are left as they are. How many were declined."""
+    now = store.clock()
+    with store.tx() as conn:
+        due = [row["request_id"] for row in conn.execute(
+            "SELECT request_id FROM confirmation_requests WHERE account_id = ? AND status = 'pending' "
+            "AND action = 'training.create' AND expires_at > ?", (account_id, now))]
+        conn.executemany(
+            "UPDATE confirmation_requests SET status = 'declined', decided_at = ?, decided_via = ?, decided_by = ? "
+            "WHERE request_id = ? AND status = 'pending'", [(now, via, by[:128], request_id) for request_id in due])
+        conn.executemany(
+            "UPDATE plans SET settled_at = ? WHERE request_id = ? AND manifest_purged_at IS NULL",
+            [(now, request_id) for request_id in due])
+    return len(due)
 
 
 def pending_create(store: Store, account_id: str, booking_id: str, manifest_sha256: str, now: float

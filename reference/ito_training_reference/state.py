@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ class DeskSettings:
 class Backend:
     store: Store
     operator_token: str
+    # The bare operator token as a bearer (scripts); off unless asked for, and every use is logged.
+    allow_operator_bearer: bool = False
     auto_advance_s: float | None = None
     interrupt_every_steps: int | None = None
     public_url: str | None = None
@@ -40,6 +43,8 @@ class Backend:
     faults: FaultRegistry = field(default_factory=FaultRegistry)
     in_flight: set[tuple[str, str]] = field(default_factory=set)
     requests: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_REQUEST_LOG))
+    # Signs the desk's return-path cookie (this process only: a restart forgets where people were going).
+    desk_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
 
     def catch_up(self) -> int:
         """Bring every active run up to the run clock (`auto_advance_s`), as of the store's clock; every

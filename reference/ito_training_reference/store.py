@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ito_training_mcp.backend import origin_proof
+
 from . import lifecycle
 from .lifecycle import Checkpoint, Plan, RunRecord
 
@@ -40,7 +42,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     scopes TEXT NOT NULL,
     expires_at REAL,
     revoked_at REAL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    proof_handle TEXT
 );
 CREATE TABLE IF NOT EXISTS bookings (
     booking_id TEXT PRIMARY KEY,
@@ -168,7 +171,8 @@ CREATE TABLE IF NOT EXISTS desk_sessions (
     expires_at REAL NOT NULL,
     revoked_at REAL,
     created_at REAL NOT NULL,
-    last_seen_at REAL
+    last_seen_at REAL,
+    origin TEXT
 );
 CREATE TABLE IF NOT EXISTS desk_form_tokens (
     token_sha256 TEXT PRIMARY KEY,
@@ -199,6 +203,8 @@ ADDED_COLUMNS = (
     ("plans", "parallelism", "TEXT"),
     ("confirmation_requests", "proposal_id", "TEXT"),
     ("confirmations", "proposal_id", "TEXT"),
+    ("tokens", "proof_handle", "TEXT"),
+    ("desk_sessions", "origin", "TEXT"),
 )
 # Tables whose action CHECK an older version wrote without training.restart: rebuilt on open.
 ACTION_TABLES = ("confirmations", "confirmation_requests")
@@ -208,6 +214,7 @@ LATE_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS confirmation_requests_by_manifest ON confirmation_requests "
     "(account_id, booking_id, manifest_sha256)",
     "CREATE INDEX IF NOT EXISTS runs_by_booking ON runs (account_id, booking_id)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS tokens_by_proof_handle ON tokens (proof_handle)",
 )
 
 MAX_LISTED_RUNS = 1000
@@ -221,6 +228,11 @@ def rfc3339(epoch: float) -> str:
 
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def proof_handle(digest_hex: str) -> str:
+    """The handle under which a client asks for the origin proof of the token with this digest."""
+    return origin_proof.token_handle(bytes.fromhex(digest_hex))
 
 
 def new_id(prefix: str) -> str:
@@ -278,6 +290,10 @@ class Store:
                         "UPDATE plans SET settled_at = (SELECT COALESCE(r.decided_at, r.expires_at) "
                         "FROM confirmation_requests r WHERE r.request_id = plans.request_id) "
                         "WHERE request_id IS NOT NULL")
+                if (table, column) == ("tokens", "proof_handle"):  # derived from the stored digest
+                    conn.executemany("UPDATE tokens SET proof_handle = ? WHERE token_id = ?", [
+                        (proof_handle(row["token_sha256"]), row["token_id"])
+                        for row in conn.execute("SELECT token_id, token_sha256 FROM tokens")])
 
     def close(self) -> None:
         """Checkpoint the write-ahead log into the database file and close: the -wal and -shm
@@ -335,9 +351,11 @@ class Store:
         now = self.clock()
         expires_at = None if expires_in_s is None else now + expires_in_s
         with self.tx() as conn:
+            digest = token_digest(token)
             conn.execute(
-                "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, NULL, ?)",
-                (token_id, token_digest(token), account_id, " ".join(scopes), expires_at, now),
+                "INSERT INTO tokens (token_id, token_sha256, account_id, scopes, expires_at, revoked_at, created_at, "
+                "proof_handle) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
+                (token_id, digest, account_id, " ".join(scopes), expires_at, now, proof_handle(digest)),
             )
         return token_id, token
 
@@ -350,6 +368,9 @@ class Store:
 
     def token(self, token: str) -> sqlite3.Row | None:
         return self.row("SELECT * FROM tokens WHERE token_sha256 = ?", (token_digest(token),))
+
+    def token_by_handle(self, handle: str) -> sqlite3.Row | None:
+        return self.row("SELECT * FROM tokens WHERE proof_handle = ?", (handle,))
 
     # -- bookings and confirmations ---------------------------------------------------------
     def _insert_new(self, table: str, row: dict[str, Any]) -> bool:

@@ -285,7 +285,8 @@ def _after_refusal(verb: str, arguments: Mapping[str, Any], envelope: Envelope) 
         return build("status", ("--run", run_id), _wait())
     if error.code is ErrorCode.RUN_NOT_CANCELLABLE:  # finished or being cancelled: its state says which
         return build("status", ("--run", run_id))
-    redirected = error.code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("setting") == "ITO_API_URL"
+    redirected = (error.code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("setting") == "ITO_API_URL"
+                  and details.get("reason") != "origin_unproven")  # unproven: nothing was sent with the token
     if verb == "train":
         key = _key(details.get("idempotency_key")) or _key(arguments.get("idempotency_key"))
         if error.code in _LOOK_UP_BY_KEY or (error.code is ErrorCode.BACKEND_ERROR and error.retryable) or redirected:

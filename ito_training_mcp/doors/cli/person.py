@@ -198,6 +198,10 @@ def _situation(verb: str, error: ErrorInfo) -> str | None:
     if code is ErrorCode.RATE_LIMITED and details.get("reason") == "manifest_reads_busy":
         return ("This process is busy reading other manifests and none of them finished in time; nothing was "
                 "sent. Run the command again in a moment.")
+    if code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("reason") == "origin_unproven":
+        return ("The program listening at ITO_API_URL did not prove that it is the Itô backend your API token "
+                "belongs to, so the token was not sent. Another program may hold that port, or the backend does not "
+                "offer the origin proof plain http needs: check what listens there, or use an https ITO_API_URL.")
     if code is ErrorCode.BACKEND_INVALID_RESPONSE and details.get("setting") == "ITO_API_URL":
         then = (" Once it is fixed, check with the next command whether anything took effect before running this "
                 "command again.") if action is not None else ""

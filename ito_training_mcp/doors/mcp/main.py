@@ -7,11 +7,6 @@ import ipaddress
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from mcp.server.lowlevel import Server
-
 
 # Not 8765: that is the reference backend's default (`ito-training backend`), and the two often run side by side.
 DEFAULT_PORT = 8766
@@ -23,7 +18,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Fail-closed MCP server for ML training on Itô GPU bookings.",
     )
     parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
-                        help="stdio (default) or streamable-http")
+                        help="stdio (default) or streamable-http (which reads manifests only under "
+                             "ITO_TRAINING_MANIFEST_ROOTS, and refuses to read any while it is unset)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="streamable-http only: the address to serve on (default 127.0.0.1; loopback only unless "
                              "--allow-non-loopback)")
@@ -67,10 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
 
     from ito_training_mcp.doors.mcp.server import build_server
+    from ito_training_mcp.service import TrainingService
     from ito_training_mcp.skill_data import SkillMissing
 
     try:
-        server = build_server()
+        # Over HTTP any local process can call the tools: manifests are read under the configured roots only.
+        server = build_server(TrainingService(manifests_under_roots_only=args.transport == "streamable-http"))
     except SkillMissing as exc:
         print(f"ito-training-mcp: {exc}", file=sys.stderr)
         return 1
@@ -81,23 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         anyio.run(serve, server, line_limit)
     else:
-        anyio.run(_serve_http, server, args.host, args.port)
+        from ito_training_mcp.doors.mcp.http import serve_http
+
+        anyio.run(serve_http, server, args.host, args.port)
     return 0
-
-
-async def _serve_http(server: Server[Any], host: str, port: int) -> None:
-    """Streamable HTTP at /mcp, with the SDK's DNS-rebinding protection for loopback hosts; the JSON-RPC
-    errors the transport writes itself pass the egress (`protocol_egress.CleanErrorResponses`).
-
-    uvicorn logs through the root logger configured by `logs.configure` (stderr, redacted).
-    """
-    import logging
-
-    import uvicorn
-
-    from ito_training_mcp.egress.protocol import CleanErrorResponses
-
-    app = CleanErrorResponses(server.streamable_http_app(host=host))
-    level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, log_level=level)
-    await uvicorn.Server(config).serve()

@@ -41,6 +41,7 @@ from ito_training_mcp.scanner import pointer, scan_document
 SCHEMA_VERSION = "ito.training.manifest.v1"
 SCHEMA_ID = "https://ito.example/schemas/ito.training.manifest.v1.schema.json"
 MAX_SCHEMA_PROBLEMS = 20
+MASK = "*"  # a key a pointer does not show
 
 # ---------------------------------------------------------------------------- value types
 
@@ -272,7 +273,8 @@ def parse_manifest(content: bytes) -> TrainingManifest:
     def refuse(code: ErrorCode, message: str, check: str, details: dict[str, Any]) -> ManifestRefusal:
         if strict_json.too_deep(text):
             return _invalid_json(f"nesting is deeper than {strict_json.MAX_DEPTH} levels")
-        return ManifestRefusal(code, message, check=check, details=details)
+        refusal = ManifestRefusal(code, message, check=check, details=details)
+        return refusal if _claims_to_be_a_manifest(document) else _keys_withheld(refusal)
 
     findings = scan_document(document)
     if findings:
@@ -335,6 +337,41 @@ def _did_you_mean(location: tuple[str | int, ...]) -> str:
         return ""
     close = difflib.get_close_matches(key.lower(), list(model.model_fields), n=1, cutoff=0.75)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _claims_to_be_a_manifest(document: Any) -> bool:
+    """Does the document say it is a manifest (`schema_version`)? Only then may a refusal name its keys."""
+    return type(document) is dict and document.get("schema_version") == SCHEMA_VERSION
+
+
+def _keys_withheld(refusal: ManifestRefusal) -> ManifestRefusal:
+    """The refusal of a document that does not say it is a manifest, naming none of its keys: in every
+    pointer, a token that is not a field name of the manifest schema shows as `*` (the schema's own
+    words stay, so `/schema_version` still says what is wrong). Otherwise any JSON file the server can
+    read would tell which keys it has (a file oracle)."""
+    details = dict(refusal.details or {})
+    for name in ("findings", "problems"):
+        entries = details.get(name)
+        if isinstance(entries, list):
+            details[name] = [{**entry, "pointer": _schema_words_only(str(entry.get("pointer", "")))}
+                             for entry in entries]
+    details["not_a_manifest"] = True
+    check = str(details.pop("check", "schema"))
+    return ManifestRefusal(
+        refusal.code,
+        f"{refusal.message} The file does not say it is an {SCHEMA_VERSION} document (schema_version), so no key "
+        "of it is named: a key that is not a field of the manifest schema shows as *.",
+        check=check, details=details,
+    )
+
+
+def _schema_words_only(pointer: str) -> str:
+    return "".join(f"/{token if token in _SCHEMA_WORDS else MASK}" for token in pointer.split("/")[1:])
+
+
+_SCHEMA_WORDS = frozenset(
+    name for model in (TrainingManifest, Model, DataRef, Decontamination, Budget, CheckpointPolicy)
+    for name in model.model_fields)
 
 
 # python -m ito_training_mcp.gates.manifest.schema > schemas/ito.training.manifest.v1.schema.json

@@ -9,6 +9,10 @@
   pages' `Referrer-Policy: strict-origin` makes browsers send the real origin, never "null", on
   the desk's own form posts.)
 - A form body is a small urlencoded form with no repeated field.
+- A request that carries one of the desk's cookie names twice is refused before anything else
+  (so no sign-in link is used): cookies do not keep ports apart, and the second one was set by a
+  page the desk did not serve. The answer removes every copy at a path the desk does not use, and
+  offers to continue.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..state import Backend
+from . import session
 from .render import SECURITY_HEADERS, Markup, document, h, join
 
 MAX_FORM_BYTES = 8 * 1024
@@ -29,10 +34,11 @@ class DeskError(Exception):
     """Answered as an HTML error page with this status; the text is fixed, never request content."""
 
     def __init__(self, status: int, title: str, message: str, *, retry_path: str | None = None,
-                 extra: Markup | None = None, headers: dict[str, str] | None = None) -> None:
+                 extra: Markup | None = None, headers: dict[str, str] | None = None,
+                 cookies: list[str] | None = None) -> None:
         super().__init__(f"{status} {title}")
         self.status, self.title, self.message, self.retry_path = status, title, message, retry_path
-        self.extra, self.headers = extra, headers or {}
+        self.extra, self.headers, self.cookies = extra, headers or {}, cookies or []
 
 
 def html(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -45,7 +51,10 @@ def error_page(exc: DeskError) -> Response:
     if exc.retry_path is not None:
         body = join([body, h('<p>Already signed in? A page opened from another site arrives without your session '
                              'cookie: <a href="{}">continue to this page</a>.</p>', exc.retry_path)])
-    return html(document(exc.title, body), exc.status, exc.headers)
+    response = html(document(exc.title, body), exc.status, exc.headers)
+    for cookie in exc.cookies:
+        response.headers.append("Set-Cookie", cookie)
+    return response
 
 
 def redirect(path: str, headers: dict[str, str] | None = None) -> Response:
@@ -64,7 +73,25 @@ def origins(request: Request, backend: Backend) -> set[str]:
     return allowed
 
 
+def origin_of(request: Request, backend: Backend) -> str:
+    """The desk's origin for this request: its public URL, or the address the connection arrived on."""
+    return backend.base_url(request.scope)
+
+
 def screen(request: Request, backend: Backend) -> None:
+    https = is_https(request, backend)
+    twice = session.duplicated(request.headers.getlist("cookie"), session.cookie_names(https))
+    if twice:
+        path = request.url.path
+        onward = path if request.method == "GET" or path.startswith("/desk/sign-in/") else "/desk/"
+        raise DeskError(
+            400, "Conflicting desk cookies",
+            "Your browser sent one of the desk's cookies twice: a page from another site on this machine set a copy "
+            "(browsers do not keep ports apart). Nothing was done and no sign-in link was used. The desk has removed "
+            "the copy it did not set.",
+            extra=h('<p><a href="{}">Continue</a></p>', onward),
+            cookies=[clear_cookie(name, where, https) for name in twice
+                     for where in session.foreign_paths(path, "/" if https else "/desk")])
     if "authorization" in request.headers:
         raise DeskError(401, "API credentials refused",
                         "The desk does not accept API tokens or any Authorization header. A person signs in "
@@ -101,6 +128,11 @@ async def read_form(request: Request) -> dict[str, str]:
     if any(len(values) != 1 for values in fields.values()):
         raise DeskError(400, "Bad form", "The form repeats a field.")
     return {key: values[0] for key, values in fields.items()}
+
+
+def clear_cookie(name: str, path: str, https: bool) -> str:
+    """Removes the cookie `name` a browser keeps at `path` (whoever set it)."""
+    return f"{name}=; Path={path}; Max-Age=0{'; Secure' if https else ''}"
 
 
 def set_cookie(name: str, value: str, max_age: int, https: bool) -> str:

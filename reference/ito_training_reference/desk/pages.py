@@ -7,15 +7,21 @@ to go, so signing in returns them there. Every form carries the page's single-us
 Confirm also needs a recent sign-in (`session.DeskSettings.recent_sign_in_s`). Another account's
 request or run is a 404 exactly like a missing one. Every response carries the security headers
 of `render.SECURITY_HEADERS` (strict CSP, no framing, origin-only referrer, no caching).
+
+A review is rendered in a worker thread (`_review`): parsing and escaping a mebibyte of manifest
+takes a good fraction of a second, and the event loop keeps answering every other request
+meanwhile. At most `RENDERS_AT_ONCE` renders run at a time; further ones wait their turn.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
+import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -28,14 +34,16 @@ from .. import reviews
 from ..state import Backend
 from ..store import rfc3339
 from . import decision, facts, review, session
-from .guard import DeskError, error_page, html, is_https, read_form, redirect, screen, set_cookie
+from .guard import DeskError, error_page, html, is_https, origin_of, read_form, redirect, screen, set_cookie
 from .render import SECURITY_HEADERS, Markup, chart, definition_list, document, form, h, join, link, table
 
 _ID_RE = re.compile(ID_PATTERN)
+RENDERS_AT_ONCE = 2
 RECENT_DECIDED = 20
 RECENT_LOG_LINES = 50
 RETURN_COOKIE_S = 30 * 60
 SIGN_OUT = "/desk/sign-out"
+DECLINE_PLANS = "/desk/decline-plans"
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
@@ -52,6 +60,7 @@ class DeskApp:
             ("GET", "/sign-in/{secret}", self.sign_in_page),
             ("POST", "/sign-in/{secret}", self.sign_in),
             ("POST", "/sign-out", self.sign_out),
+            ("POST", "/decline-plans", self.decline_plans),
             ("GET", "/requests/{request_id}", self.request_page),
             ("POST", "/requests/{request_id}/confirm", self._decide(True)),
             ("POST", "/requests/{request_id}/decline", self._decide(False)),
@@ -61,6 +70,13 @@ class DeskApp:
         ]
         self.router = Router(routes=[Route(path, self._guarded(fn), methods=[method]) for method, path, fn in routes],
                              default=self._not_found)
+        self._renders: anyio.CapacityLimiter | None = None  # made on first use, inside the event loop
+
+    async def _review(self, row: Any) -> review.Review:
+        """The review of a request, built off the event loop (see the module docstring)."""
+        if self._renders is None:
+            self._renders = anyio.CapacityLimiter(RENDERS_AT_ONCE)
+        return await anyio.to_thread.run_sync(review.review_of, self.store, row, limiter=self._renders)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # pragma: no cover - the backend serves no websockets
@@ -101,11 +117,13 @@ class DeskApp:
         if target is None:
             return {}
         _, name = session.cookie_names(self._https(request))
-        return {"Set-Cookie": set_cookie(name, target, RETURN_COOKIE_S, self._https(request))}
+        value = session.sign_return(self.backend.desk_key, origin_of(request, self.backend), target)
+        return {"Set-Cookie": set_cookie(name, value, RETURN_COOKIE_S, self._https(request))}
 
     def _session(self, request: Request) -> session.Session:
         name, _ = session.cookie_names(self._https(request))
-        found = session.session_for(self.store, request.cookies.get(name), self.settings.session_idle_s)
+        found = session.session_for(self.store, request.cookies.get(name), self.settings.session_idle_s,
+                                    origin=origin_of(request, self.backend))
         if found is None:
             remember = self._return_cookie(request, request.url.path) if request.method == "GET" else {}
             raise DeskError(
@@ -151,14 +169,16 @@ class DeskApp:
         fields = await read_form(request)
         https = self._https(request)
         name, return_name = session.cookie_names(https)
+        origin = origin_of(request, self.backend)
         previous = session.session_for(self.store, request.cookies.get(name), self.settings.session_idle_s,
-                                       touch=False)
-        started = session.sign_in(self.store, secret, self.settings.session_ttl_s)
+                                       origin=origin, touch=False)
+        started = session.sign_in(self.store, secret, self.settings.session_ttl_s, origin=origin)
         if not isinstance(started, session.Session):
             raise _link_error(started)
         if previous is not None:
             session.sign_out(self.store, previous)
-        target = (session.safe_next(fields.get("next")) or session.safe_next(request.cookies.get(return_name))
+        target = (session.safe_next(fields.get("next"))
+                  or session.signed_return(self.backend.desk_key, origin, request.cookies.get(return_name))
                   or "/desk/")
         response = redirect(target)
         response.headers.append("Set-Cookie", set_cookie(
@@ -198,20 +218,35 @@ class DeskApp:
                      rfc3339(r["expires_at"])) for r in found]
 
         header = ["Request", "Asks to", "Run / booking", "Manifest", "Up to", "Status", "Asked", "Expires"]
+        plans = sum(r["action"] == "training.create" for r in pending)
+        token = self._token(current, DECLINE_PLANS) if plans else self._token(current)
+        decline_all = Markup("") if not plans else h(
+            '<section class="decline-all"><p>{} training plan(s) are waiting. Too many to review, or not yours to '
+            'start? Decline every waiting training plan at once; requests to cancel or clean up a run stay here for '
+            'you to decide.</p>{}</section>', plans,
+            form(DECLINE_PLANS, token, f"Decline all {plans} waiting training plans", css="decline"))
         body = join([
             h("<p>Requests from agents acting for account <strong>{}</strong>. Open one to review exactly what "
               "would happen, then confirm or decline it at the end of its page.</p>", current.account_id),
             h("<h2>Waiting for you</h2><section>{}</section>", table(header, rows(pending), empty="Nothing waiting.")),
+            decline_all,
             h("<h2>Recently decided</h2><section>{}</section>", table(header, rows(decided), empty="None yet.")),
         ])
-        return self._page("Pending requests", body, current, self._token(current))
+        return self._page("Pending requests", body, current, token)
+
+    async def decline_plans(self, request: Request) -> Response:
+        """Decline every pending training plan of this account in one action (cancel and cleanup requests
+        stay pending): a person facing a flood of plans clears it without opening each one."""
+        current = await self._checked_post(request)
+        reviews.decline_pending_plans(self.store, current.account_id, via="desk", by=current.session_id)
+        return redirect("/desk/")
 
     async def request_page(self, request: Request) -> Response:
         current = self._session(request)
         row = self._own_request(request, current)
         now = self.store.clock()
         status = reviews.status_of(row, now)
-        found = review.review_of(self.store, row)
+        found = await self._review(row)
         base = f"/desk/requests/{row['request_id']}"
         headers: dict[str, str] = {}
         intro = Markup("")
@@ -235,7 +270,10 @@ class DeskApp:
                              ("Status", facts.status_badge(status)), ("Asked", rfc3339(row["created_at"]))]),
             intro, found.content, block,
         ])
-        return self._page("Review request", body, current, token, headers=headers)
+        page = await anyio.to_thread.run_sync(
+            functools.partial(document, "Review request", body, account=current.account_id, token=token),
+            limiter=self._renders)
+        return html(page, 200, headers)
 
     def _decide(self, confirm: bool) -> Endpoint:
         async def endpoint(request: Request) -> Response:
@@ -251,7 +289,7 @@ class DeskApp:
                                     "recent enough to confirm.",
                                     extra=decision.sign_in_again(current, self.settings.recent_sign_in_s),
                                     headers=self._return_cookie(request, base))
-                if not review.review_of(self.store, row).confirmable:
+                if not (await self._review(row)).confirmable:
                     raise DeskError(409, "Cannot confirm", "This request cannot be confirmed; decline it instead.")
             try:
                 reviews.decide(self.store, request_id, confirm=confirm, via="desk", by=current.session_id,

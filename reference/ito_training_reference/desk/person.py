@@ -12,6 +12,7 @@ afterwards; it needs a recent sign-in, as a person does (`sign_in()` with a fres
 
 from __future__ import annotations
 
+import ssl
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -87,14 +88,15 @@ def _parse(response: httpx.Response) -> _Page:
 class Person:
     """One person's browser session at the desk of one backend."""
 
-    def __init__(self, login_url: str) -> None:
+    def __init__(self, login_url: str, *, tls_ca: str | None = None) -> None:
+        """`tls_ca`: a PEM file of certificates to trust for an https desk instead of the system's."""
         parts = urlsplit(login_url)
         if parts.scheme not in ("http", "https") or not parts.netloc or not parts.path.startswith("/desk/sign-in/"):
             raise ValueError("login_url must be a desk sign-in link")
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self._login_path = parts.path
         self._http = httpx.Client(base_url=self.origin, timeout=TIMEOUT_S, follow_redirects=False, trust_env=False,
-                                  verify=parts.scheme == "https")
+                                  verify=False if parts.scheme == "http" else ssl.create_default_context(cafile=tls_ca))
         self.account_id: str | None = None
 
     @property
@@ -189,6 +191,14 @@ class Person:
 
     def decline(self, request_id: str) -> None:
         self._decide(request_id, "decline")
+
+    def decline_all_plans(self) -> None:
+        """Decline every waiting training plan at once, with the pending page's button."""
+        page = self._page("/desk/")
+        form = next((f for f in page.forms if f["action"] == "/desk/decline-plans"), None)
+        if form is None:
+            raise DeskError(200, "no decline-all button on the pending page")
+        self._submit(form)
 
     def sign_out(self) -> None:
         page = self._page("/desk/")

@@ -11,12 +11,19 @@
   session it was issued to and the form actions it may post to. A token works once and only for
   its session (so a stolen copy of an old page cannot be replayed), and expires with the session.
   Compared by digest lookup; the random part is never stored.
-- `safe_next` admits only the desk's own page paths, so a return path can never leave the desk.
+- A session belongs to the origin it was signed in on (the desk's public URL, or the address the
+  connection arrived on: never a request header) and is refused on any other.
+- `safe_next` admits only the desk's own page paths, so a return path can never leave the desk; the
+  return-path cookie is signed (`sign_return`), so one set by another site is ignored.
+- Cookies do not keep ports apart: a page on another port of the same host can set cookies the desk
+  receives. `duplicated` finds a desk cookie name sent twice (one of them set by someone else) and
+  `foreign_paths` where such a cookie can sit, so the desk refuses the request and removes it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 import secrets
@@ -54,6 +61,36 @@ def safe_next(value: str | None) -> str | None:
     if value is None or not _DESK_PAGE.fullmatch(value):
         return None
     return value
+
+
+def sign_return(key: bytes, origin: str, path: str) -> str:
+    """The return-path cookie's value: the path and an HMAC of it and the origin under the backend's key."""
+    return f"{path}.{hmac.new(key, f'{origin}|{path}'.encode(), hashlib.sha256).hexdigest()[:32]}"
+
+
+def signed_return(key: bytes, origin: str, value: str | None) -> str | None:
+    """The desk page path a return-path cookie names, when this backend signed it for this origin."""
+    path = (value or "").rpartition(".")[0]
+    if not path or not hmac.compare_digest(sign_return(key, origin, path), value or ""):
+        return None
+    return safe_next(path)
+
+
+def duplicated(cookie_headers: Sequence[str], names: Sequence[str]) -> list[str]:
+    """Which of `names` the request's Cookie header(s) carry more than once."""
+    seen = [part.split("=", 1)[0].strip() for header in cookie_headers for part in header.split(";")]
+    return [name for name in names if seen.count(name) > 1]
+
+
+def foreign_paths(request_path: str, own_path: str) -> list[str]:
+    """Every cookie path a browser would send with a request for `request_path`, but `own_path` (where the
+    desk sets its cookies): where a cookie the desk did not set can sit beside its own."""
+    paths = ["/"]
+    for index, char in enumerate(request_path):
+        if char == "/" and index > 0:
+            paths += [request_path[:index], request_path[:index + 1]]
+    paths.append(request_path)
+    return [p for p in dict.fromkeys(paths) if p != own_path]
 
 
 @dataclass(frozen=True)
@@ -109,8 +146,8 @@ def link_state(store: Store, secret: str) -> tuple[str, str | None]:
     return "usable", row["account_id"]
 
 
-def sign_in(store: Store, secret: str, ttl_s: float = SESSION_TTL_S) -> Session | str:
-    """Use the link (once) and open a session; or the link's state when it cannot be used."""
+def sign_in(store: Store, secret: str, ttl_s: float = SESSION_TTL_S, *, origin: str) -> Session | str:
+    """Use the link (once) and open a session on `origin`; or the link's state when it cannot be used."""
     state, _ = link_state(store, secret)
     if state != "usable":
         return state
@@ -126,20 +163,22 @@ def sign_in(store: Store, secret: str, ttl_s: float = SESSION_TTL_S) -> Session 
                            (_digest(secret),)).fetchone()
         session = Session(new_id("dsk"), str(row["account_id"]), secrets.token_urlsafe(32), now + ttl_s, now)
         conn.execute("INSERT INTO desk_sessions (session_sha256, session_id, account_id, expires_at, revoked_at, "
-                     "created_at, last_seen_at) VALUES (?, ?, ?, ?, NULL, ?, ?)",
-                     (_digest(session.secret), session.session_id, session.account_id, session.expires_at, now, now))
+                     "created_at, last_seen_at, origin) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
+                     (_digest(session.secret), session.session_id, session.account_id, session.expires_at, now, now,
+                      origin))
     return session
 
 
-def session_for(store: Store, secret: str | None, idle_s: float = SESSION_IDLE_S, *, touch: bool = True
-                ) -> Session | None:
-    """The live session behind a cookie value, or None (unknown, revoked, past its absolute end, or
-    idle for `idle_s`). With `touch` the request counts as activity."""
+def session_for(store: Store, secret: str | None, idle_s: float = SESSION_IDLE_S, *, origin: str,
+                touch: bool = True) -> Session | None:
+    """The live session behind a cookie value on `origin`, or None (unknown, signed in on another
+    origin, revoked, past its absolute end, or idle for `idle_s`). With `touch` the request counts as
+    activity."""
     if secret is None or not _well_formed(secret):
         return None
     digest, now = _digest(secret), store.clock()
     row = store.row("SELECT * FROM desk_sessions WHERE session_sha256 = ?", (digest,))
-    if row is None or row["revoked_at"] is not None or row["expires_at"] <= now:
+    if row is None or row["revoked_at"] is not None or row["expires_at"] <= now or row["origin"] != origin:
         return None
     last_seen = row["last_seen_at"] if row["last_seen_at"] is not None else row["created_at"]
     if now - last_seen >= idle_s:
