@@ -61,10 +61,10 @@ def test_the_money_is_explained_with_the_estimate_next_to_the_amount_confirmed(r
     request_id = tenant.request_id(big)
     page = text_of(person.get(f"/desk/requests/{request_id}").text)
     money = page.split("<h2>Money</h2>")[1].split("<h2>Model</h2>")[0]
-    for text in ("You confirm up to", '<span class="money">$1,200.00</span>', "The backend estimates",
-                 '<span class="money">$280.00</span> of at most <span class="money">$1,200.00</span>',
-                 "Most this submission may add", "max_incremental_cost_usd", "Ceiling for the run",
-                 '<span class="money">$14,000.00</span>', "ceiling_usd", "Spent on this booking so far",
+    for text in ('at most <span class="money">$1,200.00</span> for this run, within the manifest\'s '
+                 '<span class="money">$14,000.00</span> ceiling', "max_incremental_cost_usd", "ceiling_usd",
+                 'The backend estimates <span class="money">$280.00</span>', "never a cap",
+                 "Spent on this booking so far",
                  "$0.00</span>: no training run on this booking is recorded here", "not known to the desk"):
         assert text in money, text
     summary = page.split('class="summary"')[1].split("</section>")[0]

@@ -45,25 +45,18 @@ class Review:
     warnings: list[Markup] = field(default_factory=list)
 
 
-def _explained(amount: Markup, text: str) -> Markup:
-    return h('{} <span class="hint">{}</span>', amount, text)
-
-
 def _money_section(store: Store, request: sqlite3.Row, doc: dict[str, Any], plan: sqlite3.Row) -> Markup:
+    """One sentence for what confirming allows, then the estimate and what the booking spent: the three
+    amounts never read as a contradiction."""
     found = facts.estimate_of(plan)
-    estimated = (h("The backend estimates {} of at most {}.", money(found["usd"]), money(request["max_cost_usd"]))
-                 if found is not None else Markup("There is no estimate."))
     return definition_list([
-        ("You confirm up to", h('{} <span class="hint">The most this run may spend once you confirm. {}</span>',
-                                money(request["max_cost_usd"]), estimated)),
-        ("Most this submission may add", _explained(
-            money(_field(doc, "budget", "max_incremental_cost_usd")),
-            "The manifest's max_incremental_cost_usd: the most this one submission may add to what the booking "
-            "has already spent. What you confirm is exactly this amount.")),
-        ("Ceiling for the run", _explained(
-            money(_field(doc, "budget", "ceiling_usd")),
-            "The manifest's ceiling_usd: its hard limit on the run's total cost, of which this submission's "
-            "maximum is a part. This backend checks it against the account's limit.")),
+        ("You confirm", h('at most {} for this run, within the manifest\'s {} ceiling. <span class="hint">The most '
+                          'is the manifest\'s max_incremental_cost_usd; the ceiling (ceiling_usd) bounds the run\'s '
+                          'whole cost and is checked against the account\'s limit.</span>',
+                          money(request["max_cost_usd"]), money(_field(doc, "budget", "ceiling_usd")))),
+        ("Estimate", h('The backend estimates {}. <span class="hint">An estimate, never a cap: the run stops at '
+                       'the amount you confirm.</span>', money(found["usd"])) if found is not None
+         else Markup("There is no estimate.")),
         ("Spent on this booking so far", facts.booking_spend(store, request["account_id"], request["booking_id"])),
     ])
 
