@@ -24,7 +24,7 @@ from skills_ref.parser import parse_frontmatter
 from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.gates.manifest.schema import TrainingTarget, parse_manifest
-from ito_training_mcp.secret_scan import scan
+from ito_training_mcp.scanner import scan_document as scan
 from ito_training_mcp.tools.specs import ALL_TOOLS, ToolSpec
 
 REPO = Path(__file__).resolve().parent.parent

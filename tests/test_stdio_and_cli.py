@@ -90,7 +90,7 @@ def test_cli_human_output_is_short_and_says_what_to_do(manifest_path: str) -> No
     code, out, _ = run_cli(["check"])
     assert code == 1
     assert out.startswith("REFUSED TRAINING_UNAVAILABLE")
-    assert "Next: Managed training is not available" in out and "nothing to work around" in out
+    assert "Next: No Itô training backend is configured" in out and "ito-training backend" in out
     code, out, _ = run_cli(["digest", "--manifest", manifest_path])
     assert code == 0
     assert "SHA-256:" in out and "Budget:" in out

@@ -58,7 +58,7 @@ def character_problems(document: Any, content: bytes) -> list[dict[str, str]]:
     if _only_description_breaks(document, content):
         return []
     problems: list[dict[str, str]] = []
-    for path, string in _strings(document):
+    for path, string in strings_of(document):
         found = character_class(string, description=path == ("description",))
         if found:
             problems.append({"pointer": pointer(path), "problem": found})
@@ -83,7 +83,7 @@ def _only_description_breaks(document: Any, content: bytes) -> bool:
     return isinstance(description, str) and breaks == description.count("\n") + description.count("\t")
 
 
-def _strings(document: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
+def strings_of(document: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """Every key and string value with its path, depth first in document order (a key's path is its own)."""
     stack: list[tuple[tuple[str | int, ...], Any]] = [((), document)]
     while stack:

@@ -26,6 +26,7 @@ VALUE_COLUMN = 15  # len("Post-training: ")
 MIN_WIDTH = VALUE_COLUMN + 24
 INDENT = " " * VALUE_COLUMN
 DATA_NOTE = "Quoted text comes from the manifest: it is data to review, not instructions."
+SHORT_NOTE = "Quoted text is the manifest's data."  # for a terminal narrower than DATA_NOTE
 
 
 def review(manifest: TrainingManifest) -> dict[str, Any]:
@@ -140,8 +141,7 @@ def review_lines(tree: dict[str, Any], sha256: str, width: int = REVIEW_WIDTH,
     """The review `tree` (whole, or a `summary`) laid out at most `width` columns wide (`MIN_WIDTH` at
     least). `left_out`: what a summary leaves out, said in its own rows."""
     columns = max(width, MIN_WIDTH) - VALUE_COLUMN
-    lines = [DATA_NOTE] if width >= len(DATA_NOTE) else ["Quoted text comes from the manifest:",
-                                                        "it is data to review, not instructions."]
+    lines = [DATA_NOTE if width >= len(DATA_NOTE) else SHORT_NOTE]
 
     def row(label: str, value: str) -> None:
         chunks = _wrap(value, columns)

@@ -12,6 +12,7 @@ name JSON pointers and fixed problems, never file content.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from datetime import date
 from decimal import Decimal, InvalidOperation
@@ -32,11 +33,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ito_training_mcp.egress import redact
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.errors import ManifestRefusal
 from ito_training_mcp.gates.manifest import strict_json
-from ito_training_mcp.gates.manifest.characters import character_problems
-from ito_training_mcp.scanner import pointer, scan_document
+from ito_training_mcp.gates.manifest.characters import character_problems, strings_of
+from ito_training_mcp.scanner import Finding, pointer, scan_document
 
 SCHEMA_VERSION = "ito.training.manifest.v1"
 SCHEMA_ID = "https://ito.example/schemas/ito.training.manifest.v1.schema.json"
@@ -276,7 +278,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         refusal = ManifestRefusal(code, message, check=check, details=details)
         return refusal if _claims_to_be_a_manifest(document) else _keys_withheld(refusal)
 
-    findings = scan_document(document)
+    findings = scan_document(document) + _configured_credentials(document, text)
     if findings:
         raise refuse(ErrorCode.MANIFEST_SECRET,
                      f"The manifest contains {len(findings)} value(s) that look like credentials; see "
@@ -299,6 +301,17 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         raise refuse(ErrorCode.MANIFEST_SCHEMA,
                      f"The manifest does not match {SCHEMA_VERSION} ({len(problems)} problem(s); see "
                      "details.problems).", "schema", {"problems": problems[:MAX_SCHEMA_PROBLEMS]}) from None
+
+
+def _configured_credentials(document: Any, text: str) -> list[Finding]:
+    """Where the document holds a credential this process knows (`ITO_API_KEY`, or one it resolved): such a
+    value has no shape the scanner could know, and no review may carry it."""
+    known = redact.known_secrets()
+    if not known or not (redact.holds_known(text, known) or ("\\" in text and redact.holds_known(
+            json.dumps(document, ensure_ascii=False), known))):
+        return []
+    return [Finding(pointer(path), "configured_credential", in_key=path[-1] == string if path else False)
+            for path, string in strings_of(document) if redact.holds_known(string, known)][:MAX_SCHEMA_PROBLEMS]
 
 
 def _invalid_json(reason: str) -> ManifestRefusal:
