@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .cliutil import QuietParser, TokenFileError, UsageError, read_operator_token
+from ito_training_mcp.doors.cli.usage import UsageError
+
+from .cliutil import QuietParser, TokenFileError, read_operator_token
 
 __all__ = ["TokenFileError", "build_parser", "main", "operator_token", "read_operator_token"]
 

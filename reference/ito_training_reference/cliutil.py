@@ -12,21 +12,13 @@ import unicodedata
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ito_training_mcp.doors.cli.usage import UsageError, from_leftovers
 from ito_training_mcp.scanner import INVISIBLE
 
 MIN_TOKEN_CHARS = 16
 MAX_TOKEN_FILE_BYTES = 4096
 _ARGUMENT_RE = re.compile(r"^argument ([A-Za-z0-9_/ -]{1,80}): ")
 _REQUIRED_PREFIX = "the following arguments are required: "
-
-
-class UsageError(Exception):
-    """`message` names the flag or command at fault, never a value that was typed."""
-
-    def __init__(self, message: str, argument: str = "argv") -> None:
-        super().__init__(message)
-        self.message = message
-        self.argument = argument
 
 
 class QuietParser(argparse.ArgumentParser):
@@ -40,13 +32,13 @@ class QuietParser(argparse.ArgumentParser):
         if match:
             name = match.group(1).split("/")[-1]
             if name.isupper():  # a sub-command choice such as COMMAND: the value typed is not shown
-                raise UsageError(f"{self.prog}: unknown or missing {name.lower()}; {help_hint}.", name.lower())
-            raise UsageError(f"{self.prog}: {name}: missing or malformed value; {help_hint}.", name)
+                raise UsageError(f"{self.prog}: unknown or missing {name.lower()}; {help_hint}.", argument=name.lower())
+            raise UsageError(f"{self.prog}: {name}: missing or malformed value; {help_hint}.", argument=name)
         if message.startswith(_REQUIRED_PREFIX):
             names = message[len(_REQUIRED_PREFIX):]
             if re.fullmatch(r"[A-Za-z0-9_/, -]{1,200}", names):
                 first = names.split(",")[0].split("/")[-1].strip()
-                raise UsageError(f"{self.prog}: missing {names}; {help_hint}.", first)
+                raise UsageError(f"{self.prog}: missing {names}; {help_hint}.", argument=first)
         if message.startswith("unrecognized arguments"):  # only when parse_args below was bypassed
             raise UsageError(f"{self.prog}: unrecognized arguments (not shown); {help_hint}.")
         raise UsageError(f"{self.prog}: missing, unknown or malformed arguments; {help_hint}.")
@@ -60,12 +52,10 @@ class QuietParser(argparse.ArgumentParser):
         was given); a stray value is never shown."""
         parsed, leftovers = self.parse_known_args(args, namespace)
         if leftovers:
-            from ito_training_mcp.doors.cli.usage import from_leftovers
-
             owner = self._owner(parsed)
             flags = sorted(s for s in owner._option_string_actions if s.startswith("--"))
             found = from_leftovers(owner.prog, leftovers, flags)
-            raise UsageError(found.message, found.argument)
+            raise UsageError(found.message, argument=found.argument)
         return parsed
 
     def _owner(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:

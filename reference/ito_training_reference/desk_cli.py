@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from .cliutil import QuietParser, TokenFileError, UsageError, read_operator_token, terminal_safe
+from ito_training_mcp.doors.cli.usage import UsageError
+
+from .cliutil import QuietParser, TokenFileError, read_operator_token, terminal_safe
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -46,12 +48,6 @@ _HINTS = {
                          "listens at --url is not that backend (check --url and that the backend is running)",
     "invalid_response": "the answer was not the operator API's; check --url and that the backend is running",
 }
-
-
-class Refused(Exception):
-    def __init__(self, code: str, message: str, status: int | None = None) -> None:
-        super().__init__(code)
-        self.code, self.message, self.status = code, message, status
 
 
 @dataclass
@@ -163,13 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_id(args: argparse.Namespace) -> str:
-    """`--run RUN`, as every other command names a run; the bare `RUN` of earlier versions still works."""
+    """`--run RUN`, as every other command names a run (a bare `RUN` is read the same way)."""
     given = [v for v in (args.run, args.run_id) if v is not None]
     if not given:
-        raise UsageError(f"{PROG} {args.command}: --run is required; see '{PROG} {args.command} --help'.", "--run")
+        raise UsageError(f"{PROG} {args.command}: --run is required; see '{PROG} {args.command} --help'.",
+                         argument="--run")
     if len(given) == 2 and given[0] != given[1]:
         raise UsageError(f"{PROG} {args.command}: the run is given twice, differently; give it once as --run RUN.",
-                         "--run")
+                         argument="--run")
     return str(given[0])
 
 
@@ -182,15 +179,16 @@ def _url(args: argparse.Namespace, env: dict[str, str]) -> str:
         host = parts.hostname or ""
         port = parts.port
     except ValueError:
-        raise UsageError(f"{PROG}: {source} is not a URL.", source) from None
+        raise UsageError(f"{PROG}: {source} is not a URL.", argument=source) from None
     if parts.scheme not in ("http", "https") or parts.username or parts.password or parts.query or parts.fragment:
-        raise UsageError(f"{PROG}: {source} must be an http(s) URL without credentials or query.", source)
+        raise UsageError(f"{PROG}: {source} must be an http(s) URL without credentials or query.", argument=source)
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
     if not loopback:
-        raise UsageError(f"{PROG}: {source} must be a loopback address: the operator API answers nobody else.", source)
+        raise UsageError(f"{PROG}: {source} must be a loopback address: the operator API answers nobody else.",
+                         argument=source)
     netloc = f"[{host}]" if ":" in host else host
     return f"{parts.scheme}://{netloc}" + ("" if port is None else f":{port}") + parts.path.rstrip("/")
 
@@ -202,18 +200,18 @@ def _token(args: argparse.Namespace) -> str:
         raise UsageError(
             f"{PROG}: no operator token file at ./{path} (the default, in the current directory). Run this where "
             f"'ito-training backend' was started, or pass --db PATH (the backend's database; its token file is "
-            f"PATH{TOKEN_SUFFIX}) or --operator-token-file PATH.", "--db")
+            f"PATH{TOKEN_SUFFIX}) or --operator-token-file PATH.", argument="--db")
     if not explicit and args.db is not None and not os.path.lexists(path):
         raise UsageError(
             f"{PROG}: no operator token file beside the --db database (expected <--db>{TOKEN_SUFFIX}). --db must be "
             f"the database 'ito-training backend' was started with: the backend writes PATH{TOKEN_SUFFIX} next to "
-            "it when it starts. Or pass --operator-token-file PATH.", "--db")
+            "it when it starts. Or pass --operator-token-file PATH.", argument="--db")
     try:
         return read_operator_token(path)
     except TokenFileError as exc:  # names the flag, never a path that was typed
         where = "--operator-token-file" if explicit else ("<--db>" + TOKEN_SUFFIX if args.db else f"./{path}")
         raise UsageError(f"{PROG}: {exc} ({where}); start 'ito-training backend', or pass --db PATH or "
-                         "--operator-token-file PATH.", "--operator-token-file") from None
+                         "--operator-token-file PATH.", argument="--operator-token-file") from None
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -270,7 +268,7 @@ def _mint_token(op: Any, args: argparse.Namespace, out: Out) -> Result:
                          0o600)
         except OSError as exc:
             raise UsageError(f"{PROG}: --out: cannot create a new file there ({exc.strerror}); it must not exist.",
-                             "--out") from None
+                             argument="--out") from None
     try:
         token_id, token = op.token(args.account, scopes=scopes, expires_in_s=args.expires_in)
     except BaseException:
@@ -364,7 +362,7 @@ def _execute(op: Any, args: argparse.Namespace, out: Out) -> Result:
         return op.interrupt(_run_id(args), args.detect_s, args.resume_s), _interrupted
     if command == "spike":
         return op.spike(_run_id(args), args.factor), _proposed
-    raise UsageError(f"{PROG}: a command is required; see '{PROG} --help'.", "command")
+    raise UsageError(f"{PROG}: a command is required; see '{PROG} --help'.", argument="command")
 
 
 # -- entry points --------------------------------------------------------------------------------
@@ -409,7 +407,7 @@ def _run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO, env: dict[str, 
             args = build_parser().parse_args(list(argv))
         out.json = bool(args.json)
         if args.command is None or (args.command in ("accounts", "tokens", "bookings") and args.action is None):
-            raise UsageError(f"{PROG}: a command is required; see '{PROG} --help'.", "command")
+            raise UsageError(f"{PROG}: a command is required; see '{PROG} --help'.", argument="command")
         url, token = _url(args, env), _token(args)
     except UsageError as exc:
         _fail(out, "usage", exc.message)

@@ -30,7 +30,7 @@ MAX_FORM_BYTES = 8 * 1024
 REFUSED_FORM = "Forms are accepted only from the desk's own pages, in a browser."
 
 
-class DeskError(Exception):
+class PageError(Exception):
     """Answered as an HTML error page with this status; the text is fixed, never request content."""
 
     def __init__(self, status: int, title: str, message: str, *, retry_path: str | None = None,
@@ -46,7 +46,7 @@ def html(body: bytes, status: int = 200, headers: dict[str, str] | None = None) 
                     headers={**SECURITY_HEADERS, **(headers or {})})
 
 
-def error_page(exc: DeskError) -> Response:
+def error_page(exc: PageError) -> Response:
     body = join([h('<div class="error-box"><p>{}</p></div>', exc.message), exc.extra or Markup("")])
     if exc.retry_path is not None:
         body = join([body, h('<p>Already signed in? A page opened from another site arrives without your session '
@@ -84,7 +84,7 @@ def screen(request: Request, backend: Backend) -> None:
     if twice:
         path = request.url.path
         onward = path if request.method == "GET" or path.startswith("/desk/sign-in/") else "/desk/"
-        raise DeskError(
+        raise PageError(
             400, "Conflicting desk cookies",
             "Your browser sent one of the desk's cookies twice: a page from another site on this machine set a copy "
             "(browsers do not keep ports apart). Nothing was done and no sign-in link was used. The desk has removed "
@@ -93,7 +93,7 @@ def screen(request: Request, backend: Backend) -> None:
             cookies=[clear_cookie(name, where, https) for name in twice
                      for where in session.foreign_paths(path, "/" if https else "/desk")])
     if "authorization" in request.headers:
-        raise DeskError(401, "API credentials refused",
+        raise PageError(401, "API credentials refused",
                         "The desk does not accept API tokens or any Authorization header. A person signs in "
                         "with a single-use link from the operator.")
     if request.method != "POST":
@@ -102,31 +102,31 @@ def screen(request: Request, backend: Backend) -> None:
     origin = request.headers.get("origin")
     allowed = origins(request, backend)
     if fetch_site is not None and fetch_site != "same-origin":
-        raise DeskError(403, "Refused", REFUSED_FORM)
+        raise PageError(403, "Refused", REFUSED_FORM)
     if origin is not None and origin != "null" and origin not in allowed:
-        raise DeskError(403, "Refused", REFUSED_FORM)
+        raise PageError(403, "Refused", REFUSED_FORM)
     if fetch_site != "same-origin" and origin not in allowed:  # neither header proves a same-origin form
-        raise DeskError(403, "Refused", REFUSED_FORM)
+        raise PageError(403, "Refused", REFUSED_FORM)
 
 
 async def read_form(request: Request) -> dict[str, str]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/x-www-form-urlencoded":
-        raise DeskError(400, "Bad form", "The form was not sent as a form.")
+        raise PageError(400, "Bad form", "The form was not sent as a form.")
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_FORM_BYTES):
-        raise DeskError(413, "Form too large", "The form is larger than the desk accepts.")
+        raise PageError(413, "Form too large", "The form is larger than the desk accepts.")
     body = b""
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_FORM_BYTES:
-            raise DeskError(413, "Form too large", "The form is larger than the desk accepts.")
+            raise PageError(413, "Form too large", "The form is larger than the desk accepts.")
     try:
         fields = parse_qs(body.decode("ascii"), keep_blank_values=True, strict_parsing=False, max_num_fields=8)
     except (UnicodeDecodeError, ValueError):
-        raise DeskError(400, "Bad form", "The form could not be read.") from None
+        raise PageError(400, "Bad form", "The form could not be read.") from None
     if any(len(values) != 1 for values in fields.values()):
-        raise DeskError(400, "Bad form", "The form repeats a field.")
+        raise PageError(400, "Bad form", "The form repeats a field.")
     return {key: values[0] for key, values in fields.items()}
 
 

@@ -34,7 +34,7 @@ from .. import reviews
 from ..state import Backend
 from ..store import rfc3339
 from . import decision, facts, review, session
-from .guard import DeskError, error_page, html, is_https, origin_of, read_form, redirect, screen, set_cookie
+from .guard import PageError, error_page, html, is_https, origin_of, read_form, redirect, screen, set_cookie
 from .render import SECURITY_HEADERS, Markup, chart, definition_list, document, form, h, join, link, table
 
 _ID_RE = re.compile(ID_PATTERN)
@@ -87,20 +87,20 @@ class DeskApp:
             self.backend.catch_up()  # the run clock: no page shows a run behind it
             await self.router(scope, receive, send)
             return
-        except DeskError as exc:
+        except PageError as exc:
             response = error_page(exc)
         except HTTPException as exc:
-            response = error_page(DeskError(exc.status_code, "Not available", "This page does not accept that."))
+            response = error_page(PageError(exc.status_code, "Not available", "This page does not accept that."))
         await response(scope, receive, send)
 
     async def _not_found(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await error_page(DeskError(404, "Not found", "There is no such page."))(scope, receive, send)
+        await error_page(PageError(404, "Not found", "There is no such page."))(scope, receive, send)
 
     def _guarded(self, fn: Endpoint) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             try:
                 return await fn(request)
-            except DeskError as exc:
+            except PageError as exc:
                 return error_page(exc)
             except ClientDisconnect:
                 return Response(status_code=400)  # never sent: the client is gone
@@ -126,7 +126,7 @@ class DeskApp:
                                     origin=origin_of(request, self.backend))
         if found is None:
             remember = self._return_cookie(request, request.url.path) if request.method == "GET" else {}
-            raise DeskError(
+            raise PageError(
                 401, "Not signed in",
                 "You are not signed in here. Open the single-use sign-in link your operator gives you; after "
                 "signing in you come back to this page.",
@@ -140,7 +140,7 @@ class DeskApp:
         current = self._session(request)
         fields = await read_form(request)
         if not session.use_form_token(self.store, current, fields.get("csrf"), request.url.path):
-            raise DeskError(403, "Refused", "The form's security token is missing, wrong or already used. Open the "
+            raise PageError(403, "Refused", "The form's security token is missing, wrong or already used. Open the "
                                             "page again and decide there.")
         return current
 
@@ -200,7 +200,7 @@ class DeskApp:
         request_id = str(request.path_params["request_id"])
         row = reviews.request(self.store, request_id) if _ID_RE.fullmatch(request_id) else None
         if row is None or row["account_id"] != current.account_id:
-            raise DeskError(404, "Not found", "There is no such request for your account.")
+            raise PageError(404, "Not found", "There is no such request for your account.")
         return row
 
     async def pending(self, request: Request) -> Response:
@@ -280,17 +280,17 @@ class DeskApp:
             current = await self._checked_post(request)
             request_id = str(request.path_params["request_id"])
             if not _ID_RE.fullmatch(request_id):
-                raise DeskError(404, "Not found", "There is no such request for your account.")
+                raise PageError(404, "Not found", "There is no such request for your account.")
             if confirm:
                 row = self._own_request(request, current)
                 if not current.recent(self.store.clock(), self.settings.recent_sign_in_s):
                     base = f"/desk/requests/{request_id}"
-                    raise DeskError(403, "Sign in again to confirm", "Nothing was confirmed: your sign-in is not "
+                    raise PageError(403, "Sign in again to confirm", "Nothing was confirmed: your sign-in is not "
                                     "recent enough to confirm.",
                                     extra=decision.sign_in_again(current, self.settings.recent_sign_in_s),
                                     headers=self._return_cookie(request, base))
                 if not (await self._review(row)).confirmable:
-                    raise DeskError(409, "Cannot confirm", "This request cannot be confirmed; decline it instead.")
+                    raise PageError(409, "Cannot confirm", "This request cannot be confirmed; decline it instead.")
             try:
                 reviews.decide(self.store, request_id, confirm=confirm, via="desk", by=current.session_id,
                                account_id=current.account_id, settings=self.backend.reviews)
@@ -315,7 +315,7 @@ class DeskApp:
         run_id = str(request.path_params["run_id"])
         rec = self.store.run(run_id) if _ID_RE.fullmatch(run_id) else None
         if rec is None or rec.account_id != current.account_id:
-            raise DeskError(404, "Not found", "There is no such run for your account.")
+            raise PageError(404, "Not found", "There is no such run for your account.")
         points = [(int(p["step"]), p["loss"], float(p["goodput"])) for p in self.store.metric_history(rec.run_id)]
         logs = self.store.rows("SELECT ts, stage, message FROM run_logs WHERE run_id = ? ORDER BY id DESC LIMIT ?",
                                (rec.run_id, RECENT_LOG_LINES))
@@ -363,7 +363,7 @@ class DeskApp:
     async def static(self, request: Request) -> Response:
         found = self._static.get(str(request.path_params["name"]))
         if found is None:
-            raise DeskError(404, "Not found", "There is no such page.")
+            raise PageError(404, "Not found", "There is no such page.")
         return Response(found[0], media_type=found[1], headers=SECURITY_HEADERS)
 
 
@@ -378,21 +378,21 @@ def _action(action: str) -> Markup:
                     "training.cleanup": "clean up a run", "training.restart": "restart a run"}.get(action, action))
 
 
-def _link_error(state: str) -> DeskError:
+def _link_error(state: str) -> PageError:
     if state == "used":
-        return DeskError(410, "Link already used", "This sign-in link has already been used. Links work once; ask "
+        return PageError(410, "Link already used", "This sign-in link has already been used. Links work once; ask "
                                                    "your operator for a new one.")
     if state == "expired":
-        return DeskError(410, "Link expired", "This sign-in link has expired. Ask your operator for a new one.")
-    return DeskError(400, "Invalid link", "This is not a valid sign-in link.")
+        return PageError(410, "Link expired", "This sign-in link has expired. Ask your operator for a new one.")
+    return PageError(400, "Invalid link", "This is not a valid sign-in link.")
 
 
-def _decision_error(kind: str) -> DeskError:
+def _decision_error(kind: str) -> PageError:
     if kind == "decided":
-        return DeskError(409, "Already decided", "This request has already been confirmed or declined.")
+        return PageError(409, "Already decided", "This request has already been confirmed or declined.")
     if kind == "expired":
-        return DeskError(410, "Expired", "This request expired undecided. The agent must ask again.")
-    return DeskError(404, "Not found", "There is no such request for your account.")
+        return PageError(410, "Expired", "This request expired undecided. The agent must ask again.")
+    return PageError(404, "Not found", "There is no such request for your account.")
 
 
 def routes(backend: Backend) -> list[Any]:
