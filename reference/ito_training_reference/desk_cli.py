@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+import httpx
+
 from ito_training_mcp.doors.cli.usage import UsageError
 
 from .cliutil import QuietParser, TokenFileError, read_operator_token, terminal_safe
+from .operator_client import OperatorClient, OperatorError
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -399,7 +402,6 @@ def _silence(stream: TextIO) -> None:
 
 
 def _run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO, env: dict[str, str]) -> int:
-    from .operator_client import OperatorClient, OperatorError
 
     out = Out(stdout, stderr, "--json" in argv)
     try:
@@ -414,7 +416,6 @@ def _run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO, env: dict[str, 
         return EXIT_USAGE
     except SystemExit as exc:  # --help printed its text
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    import httpx
 
     try:
         with OperatorClient(url, token, tls_ca=args.tls_ca) as op:

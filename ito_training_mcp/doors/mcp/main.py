@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Imports deferred on purpose: `--version` and a usage error answer without loading the MCP SDK and the
+    # core (about a second on a small machine).
     args = _parser().parse_args(argv)
     from ito_training_mcp import __version__
     from ito_training_mcp.egress import logs

@@ -73,6 +73,7 @@ from ito_training_mcp import __version__
 from ito_training_mcp.egress.clean import clean_text
 from ito_training_mcp.egress.protocol import ProtocolErrorEgress
 from ito_training_mcp.envelope import Envelope, ErrorCode, refusal
+from ito_training_mcp.gates.manifest.schema import manifest_json_schema
 from ito_training_mcp.service import TrainingService
 from ito_training_mcp.service.confirmations import ReviewOffer, review_offer, with_elicitation
 from ito_training_mcp.service.reviews import RESOURCE_TEMPLATE, full_review_text
@@ -237,7 +238,6 @@ class _Readable:
 
 
 def _manifest_schema_text() -> str:
-    from ito_training_mcp.gates.manifest.schema import manifest_json_schema
 
     return json.dumps(manifest_json_schema(), indent=2, sort_keys=True)
 

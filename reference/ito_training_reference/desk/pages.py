@@ -25,7 +25,7 @@ import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route, Router
+from starlette.routing import Mount, Route, Router
 from starlette.types import Receive, Scope, Send
 
 from ito_training_mcp.gates.inputs import ID_PATTERN
@@ -397,7 +397,6 @@ def _decision_error(kind: str) -> PageError:
 
 def routes(backend: Backend) -> list[Any]:
     """`/desk` and everything under it."""
-    from starlette.routing import Mount
 
     async def to_root(request: Request) -> Response:
         return redirect("/desk/")
