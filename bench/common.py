@@ -1,8 +1,7 @@
-"""What every benchmark reports: rows of a table, each a ratio against a baseline of the same run."""
+"""What every benchmark reports: rows, each a figure against a goal, and the statistics behind them."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,31 +9,21 @@ from typing import Any
 
 @dataclass
 class Row:
-    """One line of the printed table and of results.json."""
+    """One line of the printed table and of results.json.
 
-    measure: str
-    subject: float
-    baseline: float | None
-    unit: str
-    ratio: float | None
-    goal: str
-    passed: bool | None  # None: reported only, no goal
+    `value` is the figure the goal is about: a ratio to a baseline of the same run (unit "x" or "share"),
+    or an absolute bound where the goal is one (ms, bytes, MiB, count). `detail` says what it was made of.
+    """
 
-
-@dataclass
-class Result:
+    group: str
     name: str
-    title: str
-    rows: list[Row]
+    value: float
+    unit: str
+    goal: str = ""
+    passed: bool | None = None  # None: reported, no goal
+    detail: str = ""
     raw: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool | None:
-        verdicts = [r.passed for r in self.rows if r.passed is not None]
-        return None if not verdicts else all(verdicts)
-
-
-# ---------------------------------------------------------------------- statistics
+    summary: str = ""  # the line of the README's table this row counts towards (the worst row of a line shows)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -48,16 +37,8 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def ratio(subject: float, baseline: float) -> float:
-    return subject / baseline if baseline > 0 else float("inf")
-
-
-def summary(values: Sequence[float]) -> dict[str, float]:
-    return {
-        "n": len(values),
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "p50": percentile(values, 50),
-        "p99": percentile(values, 99),
-    }
+def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """n, p50, p99 and max of durations given in seconds, in milliseconds."""
+    ms = [s * 1000.0 for s in seconds]
+    return {"n": len(ms), "p50": round(percentile(ms, 50), 3), "p99": round(percentile(ms, 99), 3),
+            "max": round(max(ms), 3)}
