@@ -19,12 +19,13 @@ writes a string out any other way. For each string, in this order:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ito_training_mcp.egress import redact
 from ito_training_mcp.envelope import Envelope
-from ito_training_mcp.scanner import INVISIBLE, text_kinds
+from ito_training_mcp.scanner import INVISIBLE, INVISIBLE_RANGES, text_kinds
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -47,10 +48,15 @@ def shows(ch: str) -> bool:
     return ch.isprintable() and ord(ch) not in INVISIBLE
 
 
+_SHOWS_NOTHING = re.compile("[" + "".join(chr(lo) if lo == hi else f"{chr(lo)}-{chr(hi)}"
+                                           for lo, hi in INVISIBLE_RANGES) + "]")
+
+
 def _all_shown(text: str, keep: str = "") -> bool:
-    if text.isascii():
-        return text.isprintable() or all(ch.isprintable() or ch in keep for ch in text)
-    return all(shows(ch) or ch in keep for ch in text)
+    """Does every character show as itself (`keep`: newline and tab too)? In C but for one search."""
+    if keep:
+        text = text.replace("\n", "").replace("\t", "")
+    return text.isprintable() and (text.isascii() or _SHOWS_NOTHING.search(text) is None)
 
 
 def escape(text: str, *, multiline: bool = False) -> str:
