@@ -286,6 +286,14 @@ def test_spans_mask_the_secret_in_text_as_written() -> None:
     assert spans("nothing to see here, max_tokens: 4096") == []
 
 
+def test_a_private_key_header_is_masked_with_what_follows_it() -> None:
+    for line in ("-----BEGIN OPENSSH PRIVATE KEY-----", "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+                 "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx3...\n-----END RSA PRIVATE KEY-----"):
+        text = f"[sft] {line}"
+        assert text_kinds(text) == ["private_key"]
+        assert [text[a:b] for a, b in spans(text)] == [line]
+
+
 def test_what_spans_cannot_cover_text_kinds_still_finds() -> None:
     hidden = expand("gh\u200bp_{an36}")
     assert spans(hidden) == []

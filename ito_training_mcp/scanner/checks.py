@@ -227,7 +227,6 @@ CHECKS: dict[str, Callable[[str], bool]] = {
     "shape": shape,
     "random": looks_random,
     "random_text": random_text,
-    "pem": lambda value: engine.python(r"[A-Za-z0-9+/]{32}").search(value) is not None,
     "data": lambda value: len(value) >= 8 and not _marked(value),
     "basic": basic_pair,
     "userinfo": userinfo,
