@@ -331,6 +331,35 @@ def test_a_token_inserted_into_benign_text_is_found(text: str, token: str, at: i
     assert scan_document({"description": mixed}) != []
 
 
+GLUE = st.lists(st.sampled_from([*"aAxXzZ0159_-+=/.:@~!$ ", "é", "密", "\u200b", "todo", "xxxx", "your", "sk-",
+                                  "ghp_", "AKIA", "abcdef", "123456"]), max_size=6).map("".join)
+BARE_TOKENS = [token for token in TOKENS if spans(token) == [(0, len(token))]]  # samples that are a token alone
+
+
+def _covered(text: str) -> set[int]:
+    return {n for start, end in spans(text) for n in range(start, end)}
+
+
+def test_spans_mask_a_glued_token_and_what_goes_on_like_it() -> None:
+    assert len(BARE_TOKENS) >= 80
+    for left, template, right in (("0", "ghp_{an36}", ""), ("", "AKIA{AU16}", "0"), ("word", "xoxb-{d12}-{d13}-{an24}",
+                                  "more"), ("", "sk-{an48}", "todo"), ("x", "AIza{us35}", "0x"), ("", "{an3}8Q~{us32}", "zz"),
+                                  ("mybot", "{d10}:AA{us33}", "x")):
+        token = expand(template)
+        text = left + token + right
+        assert _covered(text) == set(range(len(left), len(text))), (text, [text[a:b] for a, b in spans(text)])
+    assert text_kinds(expand("0ghp_{an36}")) == []  # a verdict keeps its boundaries
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT, GLUE, st.sampled_from(BARE_TOKENS), GLUE, TEXT)
+def test_spans_mask_a_token_glued_to_anything(before: str, left: str, token: str, right: str, after: str) -> None:
+    """What leaves the server has every token masked, even glued to other letters or digits."""
+    text = before + left + token + right + after
+    at = len(before + left)
+    assert set(range(at, at + len(token))) <= _covered(text), (text, [text[a:b] for a, b in spans(text)])
+
+
 @settings(max_examples=100, deadline=None)
 @given(TEXT, st.sampled_from(TOKENS), TEXT, st.sampled_from(["NFC", "NFD", "NFKC", "NFKD"]))
 def test_normal_forms_find_the_same_token(before: str, token: str, after: str, form: str) -> None:

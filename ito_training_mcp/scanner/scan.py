@@ -39,6 +39,10 @@ POINTER_MAX = 200
 MAX_MARKS = 30  # combining marks kept in a run
 _PLAIN_KEY = r"[A-Za-z0-9_.-]{1,64}"
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_TOKEN_BYTES = _WORD_BYTES | frozenset(b"+=-")  # what a token longer than its format goes on with
+# Where a rule asks a boundary before or after a token (besides `\b`): `spans` drops them all.
+_BEFORE, _AFTER = "(?:^|[^A-Za-z0-9_~.])", "(?:[^0-9A-Za-z_-]|$)"
+_REPETITION = r"\\.|\[(?:\\.|[^\]\\])*\]|(\{[0-9]+(?:,[0-9]*)?\}|[+*])\??"  # group 1: a quantifier
 _WORD = r"[\w.-]+"
 _LOOK_BACK = 48  # bytes before a name read for the words that belong to it ("the api" of "the api key is")
 
@@ -262,10 +266,23 @@ def _prepare(texts: list[str]) -> tuple[bytes, list[int]]:
     return data, sorted({i for hit in hits for i in compiled.rules_of[hit]})
 
 
-def _finder(i: int) -> Any:
+def _finder(i: int, loose: bool = False) -> Any:
     """A rule's pattern compiled to find whole matches (no groups: RE2's automaton alone), a leading
-    `\\b` left to the caller (RE2 jumps from one occurrence of the literal that follows to the next)."""
-    return engine.compiled(RULES[i].pattern.removeprefix("\\b"))
+    `\\b` left to the caller (RE2 jumps from one occurrence of the literal that follows to the next).
+    `loose`: without the boundaries a token's pattern asks before and after it (for masking)."""
+    return engine.compiled(_loose(i) if loose else RULES[i].pattern.removeprefix("\\b"))
+
+
+def _loose(i: int) -> str:
+    return RULES[i].pattern.replace("\\b", "").removeprefix(_BEFORE).removesuffix(_AFTER)
+
+
+@functools.cache
+def _shortest(i: int) -> Any:
+    """The loose pattern with every repetition lazy: the shortest token a match could begin with (a token
+    glued to a placeholder word is still a token)."""
+    return engine.compiled(engine.python(_REPETITION).sub(lambda m: m.group(1) + "?" if m.group(1) else m.group(),
+                                                          _loose(i)))
 
 
 @functools.cache
@@ -423,18 +440,29 @@ def is_credential_key_name(name: str) -> bool:
 
 
 def spans(text: str) -> list[tuple[int, int]]:
-    """The character ranges of what the rules find in `text` as written (no normalisation), merged."""
+    """The character ranges of what the rules find in `text` as written (no normalisation), merged. A
+    token needs no boundary before or after it, and one longer than its format is masked whole."""
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int]] = []
     hits = _compiled().triggers.Match(data) or []
     for i in sorted({i for hit in hits for i in _compiled().rules_of[hit]}):
         if RULES[i].keys_only:
             continue
-        bounded = RULES[i].pattern.startswith("\\b")
-        for start, end in engine.spans(_finder(i), data):
-            where = None if bounded and start and data[start - 1] in _WORD_BYTES else _secret(i, data, start, end)
-            if where is not None:
-                found.append(where)
+        reach = 0  # where the last token run ended (each byte is read once per rule)
+        for start, end in engine.spans(_finder(i, loose=True), data):
+            where = _secret(i, data, start, end)
+            if where is None and RULES[i].check == "shape":
+                where = _glued(i, data, start, end)
+            if where is None:
+                continue
+            first, last = where
+            if last <= reach:
+                last = reach
+            else:
+                while last < len(data) and data[last] in _TOKEN_BYTES:
+                    last += 1
+            reach = last
+            found.append((first, last))
     merged: list[list[int]] = []
     for start, end in sorted(found):
         if merged and start <= merged[-1][1]:
@@ -451,6 +479,18 @@ def spans(text: str) -> list[tuple[int, int]]:
         out.append((start, char))
         byte = b
     return out
+
+
+def _glued(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """For a match of a token's rule that is no token (`sk-...` glued to `todo`, or a false start just
+    before a real token): the first shortest token of the rule beginning inside it, masked to its end or
+    beyond."""
+    pos = start
+    while pos < end and (match := _shortest(i).search(data, pos)) and match.start() < end:
+        if (where := _secret(i, data, match.start(), match.end())) is not None:
+            return where[0], max(where[1], end)
+        pos = match.start() + 1
+    return None
 
 
 # ---------------------------------------------------------------------------- pointers
