@@ -41,7 +41,7 @@ _PLAIN_KEY = r"[A-Za-z0-9_.-]{1,64}"
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _TOKEN_BYTES = _WORD_BYTES | frozenset(b"+=-")  # what a token longer than its format goes on with
 # Where a rule asks a boundary before or after a token (besides `\b`): `spans` drops them all.
-_BEFORE, _AFTER = "(?:^|[^A-Za-z0-9_~.])", "(?:[^0-9A-Za-z_-]|$)"
+_BEFORE, _AFTER = "(?:^|[^A-Za-z0-9_~.])", ("(?:[^0-9A-Za-z_-]|$)", "(?:[^A-Za-z0-9_~.-]|$)")
 _REPETITION = r"\\.|\[(?:\\.|[^\]\\])*\]|(\{[0-9]+(?:,[0-9]*)?\}|[+*])\??"  # group 1: a quantifier
 _WORD = r"[\w.-]+"
 _LOOK_BACK = 48  # bytes before a name read for the words that belong to it ("the api" of "the api key is")
@@ -274,7 +274,10 @@ def _finder(i: int, loose: bool = False) -> Any:
 
 
 def _loose(i: int) -> str:
-    return RULES[i].pattern.replace("\\b", "").removeprefix(_BEFORE).removesuffix(_AFTER)
+    pattern = RULES[i].pattern.replace("\\b", "").removeprefix(_BEFORE)
+    for guard in _AFTER:
+        pattern = pattern.removesuffix(guard)
+    return pattern
 
 
 @functools.cache
@@ -312,19 +315,31 @@ class _Text:
         return self._starts[index]
 
 
-def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None:
-    """Where the secret of rule `i`'s match `data[start:end]` is, if the rule's check confirms it."""
+def _secret(i: int, data: bytes, start: int, end: int) -> tuple[tuple[int, int] | None, int]:
+    """Where the secret of rule `i`'s match `data[start:end]` is, if the rule's check confirms it, and
+    where to search on: after the match, or, where a name followed by a space or a type was refused,
+    after that name (`passwordless password=...`: what follows it may be a name and a value itself)."""
     rule, parser, text = RULES[i], _parser(i), data[start:end].decode("utf-8", "replace")
     if parser is None:
-        return (start, end) if checks.CHECKS[rule.check](text) else None
+        return ((start, end) if checks.CHECKS[rule.check](text) else None), end
     match = parser.fullmatch(text)
     if match is None:  # the engines read this match differently: take it whole
-        return (start, end) if rule.check != "assigned" and checks.CHECKS[rule.check](text) else None
+        return ((start, end) if rule.check != "assigned" and checks.CHECKS[rule.check](text) else None), end
     group = "w" if rule.check == "assigned" and match.group("v") is None else "v"
     value = match.group(group)
     where = start + len(text[:match.start(group)].encode()), start + len(text[:match.end(group)].encode())
     if rule.check != "assigned":
-        return where if checks.CHECKS[rule.check](value) else None
+        return (where if checks.CHECKS[rule.check](value) else None), end
+    if _assigned(data, start, end, match, value):
+        return where, end
+    if group == "w" or any(c.isalpha() for c in match.group("o")):  # after a space or a type
+        return None, start + len(text[:match.end("n")].encode())
+    return None, end
+
+
+def _assigned(data: bytes, start: int, end: int, match: re.Match[str], value: str) -> bool:
+    """Does the name before `value` (with the words before it, where they belong to it) name a credential,
+    and the value look like one?"""
     reach = max(0, start - _LOOK_BACK)
     before = data[data.rfind(b"\x00", reach, start) + 1 or reach:start]
     before_text = before.decode("utf-8", "ignore").split("\n")[-1]
@@ -334,14 +349,14 @@ def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None
         cut -= 1
     ident, prose = before_text[cut:], before_text[:cut]
     if operator.startswith(">") and (not prose.endswith("<") or not data[end:end + 64].lstrip().startswith(b"</")):
-        return None  # `<name>value</name>` only
+        return False  # `<name>value</name>` only
     words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
     while words and not engine.python(_WORD).fullmatch(words[0]):
         words.pop(0)
     name = ident + match.group("n")
     if words and names.strength(name) != names.STRONG:  # "the api key is", "public key:"
         name = " ".join([*words, name])
-    return where if checks.assigned(name, value, spaced=operator == "") else None
+    return checks.assigned(name, value, spaced=operator == "")
 
 
 def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
@@ -351,7 +366,7 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
     already is not searched again for it. Equal candidates (with what stands around them) are
     checked once."""
     found: dict[tuple[int, str], None] = {}
-    verdicts: dict[tuple[int, int, bytes], bool] = {}
+    verdicts: dict[tuple[int, int, bytes], tuple[bool, int]] = {}  # confirmed, and where to search on
     data = text.data
     for i in rules:
         rule, finder = RULES[i], _finder(i)
@@ -366,10 +381,13 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
                 if not rule.keys_only:
                     back = max(0, start - context)
                     key = (i, start - back, data[back:end + (64 if context else 0)])
-                    verdict = verdicts.get(key)
-                    if verdict is None:
-                        verdict = verdicts[key] = _secret(i, data, start, end) is not None
-                    if not verdict:
+                    if (verdict := verdicts.get(key)) is None:
+                        where, resume = _secret(i, data, start, end)
+                        verdict = verdicts[key] = where is not None, resume - start
+                    if not verdict[0]:
+                        if start + verdict[1] < end:
+                            pos = start + verdict[1]
+                            break
                         continue
                 index = text.string_at(end - 1)
                 kind = on_key_name(index) if rule.keys_only else rule.kind
@@ -449,8 +467,11 @@ def spans(text: str) -> list[tuple[int, int]]:
         if RULES[i].keys_only:
             continue
         reach = 0  # where the last token run ended (each byte is read once per rule)
-        for start, end in engine.spans(_finder(i, loose=True), data):
-            where = _secret(i, data, start, end)
+        pos = 0
+        while (match := _finder(i, loose=True).search(data, pos)) is not None:
+            start, end = match.span()
+            where, pos = _secret(i, data, start, end)
+            pos = max(pos, start + 1)
             if where is None and RULES[i].check == "shape":
                 where = _glued(i, data, start, end)
             if where is None:
@@ -487,7 +508,7 @@ def _glued(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None:
     beyond."""
     pos = start
     while pos < end and (match := _shortest(i).search(data, pos)) and match.start() < end:
-        if (where := _secret(i, data, match.start(), match.end())) is not None:
+        if (where := _secret(i, data, match.start(), match.end())[0]) is not None:
             return where[0], max(where[1], end)
         pos = match.start() + 1
     return None
