@@ -9,7 +9,6 @@ inside HTTP Basic's base64.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import math
 from collections import Counter
@@ -154,7 +153,7 @@ def assigned(name: str, value: str, spaced: bool) -> bool:
 def basic_pair(value: str) -> bool:
     """Base64 of `user:password` (HTTP Basic, a docker `auth`), the password no placeholder."""
     try:
-        text = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("ascii")
+        text = binascii.a2b_base64(value + "=" * (-len(value) % 4), strict_mode=True).decode("ascii")
     except (binascii.Error, ValueError):
         return False
     user, sep, password = text.partition(":")

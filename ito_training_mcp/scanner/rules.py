@@ -19,9 +19,8 @@ the patterns and samples are this project's own.
 
 from __future__ import annotations
 
-import random
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .names import PROVIDERS as PROVIDER_NAMES
 from .providers import PROVIDER_FAMILIES, ProviderRule
@@ -46,6 +45,8 @@ _FIELD = re.compile(r"\{([A-Za-z]+)([0-9]+)\}")
 def expand(template: str) -> str:
     """A sample with each `{class count}` field filled with characters of that class (deterministic;
     letters of both cases and a digit wherever the class has them, as a random token would)."""
+    import random  # samples only: the scanner itself never needs it
+
     rng = random.Random(template)  # noqa: S311  # sample text, not a secret
 
     def fill(match: re.Match[str]) -> str:
@@ -60,8 +61,7 @@ def expand(template: str) -> str:
     return _FIELD.sub(fill, template)
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One thing the scanner looks for. `check` names the confirmation (checks.CHECKS, or "assigned":
     a credential name and a value; "key_name": an object key); `keys_only`: searched in keys alone;
     `parse`: the pattern in Python's syntax, to split a match into its groups, where the RE2 spelling is

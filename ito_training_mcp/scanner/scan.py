@@ -27,9 +27,8 @@ import re
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import chars, checks, engine, names
 from .rules import RULES
@@ -47,8 +46,7 @@ _WORD = r"[\w.-]+"
 _LOOK_BACK = 48  # bytes before a name read for the words that belong to it ("the api" of "the api key is")
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """Where (a JSON pointer; a key that is not a plain identifier shows as `*`) and what kind. Never the value."""
 
     pointer: str
@@ -87,8 +85,7 @@ def _texts(document: Any) -> tuple[list[str], list[str]]:
     return keys, values
 
 
-@dataclass
-class _Places:
+class _Places(NamedTuple):
     """Where `_texts`'s keys and values stand: for key i its member's path, its document order and the
     index of its value among the values (-1: not a string); for value j its path and document order."""
 
@@ -220,8 +217,7 @@ def _nfkc_window(window: bytes) -> bytes:
 
 # ---------------------------------------------------------------------------- 3. triggers
 
-@dataclass(frozen=True)
-class _Compiled:
+class _Compiled(NamedTuple):
     triggers: Any  # an RE2 set: every rule's triggers, the wide punctuation, the unstable characters
     rules_of: tuple[tuple[int, ...], ...]  # set index -> indexes in RULES
     wide: int  # the set index of the wide punctuation
@@ -231,11 +227,12 @@ class _Compiled:
 def _spelt(trigger: str) -> str:
     """A trigger as a pattern that also matches it with wide punctuation where it has ASCII punctuation
     (`:A` in `123：AA...`), so that text not yet normalised shows every trigger its NFKC form holds."""
-    out = []
-    for c in trigger:
-        wide = [w for w, narrow in chars.WIDE_PUNCTUATION if narrow == c]
-        out.append("(?:" + "|".join([engine.literal(c), *wide]) + ")" if wide else engine.literal(c))
-    return "".join(out)
+    return "".join(f"[{c}{_WIDE_OF[c]}]" if c in _WIDE_OF else c if c.isalnum() or c == "_" or not c.isascii()
+                   else "\\" + c for c in trigger)
+
+
+_WIDE_OF = {narrow: "".join(w for w, n in chars.WIDE_PUNCTUATION if n == narrow)
+            for _, narrow in chars.WIDE_PUNCTUATION}
 
 
 @functools.cache
