@@ -170,6 +170,8 @@ def test_keys_and_values_in_document_order() -> None:
         Finding("/z", "github_token", False),
     ]
     assert scan_document(token) == [Finding("", "github_token", False)]
+    for scalar in (None, 3, 2.5, True):
+        assert scan_document(scalar) == []
     assert scan_document([1, 2.5, None, True, {"x": [token]}]) == [Finding("/4/x/0", "github_token", False)]
 
 
