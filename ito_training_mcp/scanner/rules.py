@@ -94,7 +94,16 @@ STEMS: tuple[str, ...] = (
     "clé", "cle", "секрет", "токен", "ключ", "密钥", "密鑰", "令牌", "トークン", "秘密鍵", "토큰", "キー", "鍵",
 )
 _NAME_CHARS = r"[\p{L}\p{N}_.$@-]"  # as RE2 reads it; Python's `[\w.$@-]` reads the same
-_VALUE_CHARS = r"[\x21\x23-\x26\x28-\x2b\x2d-\x3a\x3d\x3f-\x5b\x5d-\x5f\x61-\x7e]"  # printable ASCII but "',;<>\`
+
+
+def _value_chars(but: str = "") -> str:
+    """A class of the characters a value is made of (printable ASCII but "',;<>\\`), but `but`."""
+    return "[" + "".join(f"\\x{c:02x}" for c in range(0x21, 0x7F) if chr(c) not in "\"',;<>\\`" + but) + "]"
+
+
+_VALUE_CHARS = _value_chars()
+# A value's first characters, when they are no reference (`${`, `$(`, `{{`, `%(`): a reference is a placeholder.
+_VALUE_START = f"(?:{_value_chars('${%')}|\\${_value_chars('{(')}|\\{{{_value_chars('{')}|%{_value_chars('(')})"
 _IS = r"(?i:is|ist|lautet|est|es|é|e|era|war|sind|are|was|это|=|:)"  # "is" in the eight languages
 # A type between name and `=` (`var x string = `, `x: String = `), = : := ::= ?= .= => ->, <name>value,
 # ("NAME", "value")
@@ -109,9 +118,10 @@ _WORDED = (  # password is ..., 密码是 ..., пароль — ..., and a bare 
 )
 # What `checks.looks_random` may accept, as far as a pattern can say it: sixteen letters or digits in a row,
 # twelve digits, a UUID, letters and digits alternating three times, a lower-case letter before a capital,
-# or four consonants in a row (a value made of words and a number, `Vector11_Model`, is none of these).
+# or four consonants in a row, `x` apart (a value made of words and a number, `Vector11_Model`, or a row of
+# `x`, is none of these).
 _RANDOMISH = ("[A-Za-z0-9]{16}|[0-9]{12}|[A-Za-z][0-9]+[A-Za-z]+[0-9]|[0-9][A-Za-z]+[0-9]+[A-Za-z]|[a-z][A-Z]"
-              "|(?i:[b-df-hj-np-tv-xz]{4})|[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+              "|(?i:[b-df-hj-np-tv-wz]{4})|[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 
 
 def _assignment(stems: tuple[str, ...], explicit: str, worded: str) -> str:
@@ -124,9 +134,9 @@ _ANY_VALUE = _VALUE_CHARS + "{6,}", _VALUE_CHARS + "*[0-9]" + _VALUE_CHARS + "*|
 # a digit or is sixteen characters or more (so that "password reset link" is not even a candidate). Any other
 # name: the value holds what a random-looking secret must, so that the pattern alone passes over most values
 # the check would refuse (`Vector11_Model`, `abcdef0001234`).
-PASSWORD_ASSIGNMENT = _assignment(PASSWORD_STEMS, *_ANY_VALUE)
+PASSWORD_ASSIGNMENT = _assignment(PASSWORD_STEMS, _VALUE_START + _VALUE_CHARS + "{4,}", _ANY_VALUE[1])
 TOKEN_ASSIGNMENT = _assignment((*STEMS[len(PASSWORD_STEMS):], *PROVIDER_NAMES),
-                               *[f"{_VALUE_CHARS}*(?:{_RANDOMISH}){_VALUE_CHARS}*"] * 2)
+                               *[f"(?:{_VALUE_START}{_VALUE_CHARS}*)?(?:{_RANDOMISH}){_VALUE_CHARS}*"] * 2)
 ASSIGNMENT_PYTHON = _assignment((*STEMS, *PROVIDER_NAMES), *_ANY_VALUE).replace(_NAME_CHARS, r"[\w.$@-]")
 KEY_NAME = "[^\\x00]*(?i:" + "|".join([*STEMS, *PROVIDER_NAMES]) + ")[^\\x00]*"
 
