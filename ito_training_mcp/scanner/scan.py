@@ -70,7 +70,7 @@ def _texts(document: Any) -> tuple[list[str], list[str]]:
         return [], [document]
     keys: list[str] = []
     values: list[str] = []
-    stack = [document] if type(document) is dict or type(document) is list else []
+    stack: list[Any] = [document] if type(document) is dict or type(document) is list else []
     while stack:
         node = stack.pop()
         if type(node) is dict:
