@@ -77,8 +77,9 @@ def _fill(unit: str, size: int) -> str:
 
 def hostile(size: int) -> dict[str, Any]:
     """Documents built to make the scanner work, each about `size` bytes as JSON. "distinct near misses"
-    is the worst: every candidate of the generic assignment rule differs from the others, so each is
-    checked in Python."""
+    differ from each other, so no verdict is reused; "checked near misses" are also built to pass every
+    test a pattern can make and fail only the check in Python (words and a number under a key's name),
+    which costs each of them a few tens of microseconds: the known worst input."""
     triggers = " ".join(t for rule in RULES for t in rule.triggers)
     near = ("ghp_" + "aB3dE5" * 5 + "x1 AKIA" + "Q" * 15 + " eyJhbGciOi.eyJzdWIiOi. sk-learn-estimator-wrapper "
             "password=${DB_PASSWORD} api_key: changeme https://u@ token: xxxxxxxx ")
@@ -91,6 +92,7 @@ def hostile(size: int) -> dict[str, Any]:
         "near misses, many strings": {"d": [near] * max(1, size // len(near.encode()))},
         "distinct near misses": {"d": " ".join(f"token: abcdef{n:07d} api_key=Vector{n}_Model"
                                                for n in range(size // 42))},
+        "checked near misses": {"d": " ".join(f"api_key=VectorModel{n}" for n in range(size // 22))},
         "triggers glued together": {"d": _fill(triggers.replace(" ", ""), size)},
         "invisible between letters": {"d": _fill("p\u200ba\u200bs\u200bs\u200b", size)},
         "full-width text": {"d": _fill("ｐａｓｓｗｏｒｄ＝ｓｅｃｒｅｔ　ｔｏｋｅｎ：ｘ　", size)},

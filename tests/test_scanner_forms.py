@@ -170,6 +170,8 @@ def test_keys_and_values_in_document_order() -> None:
         Finding("/z", "github_token", False),
     ]
     assert scan_document(token) == [Finding("", "github_token", False)]
+    for scalar in (None, 3, 2.5, True):
+        assert scan_document(scalar) == []
     assert scan_document([1, 2.5, None, True, {"x": [token]}]) == [Finding("/4/x/0", "github_token", False)]
 
 
@@ -286,6 +288,14 @@ def test_spans_mask_the_secret_in_text_as_written() -> None:
     assert spans("nothing to see here, max_tokens: 4096") == []
 
 
+def test_a_private_key_header_is_masked_with_what_follows_it() -> None:
+    for line in ("-----BEGIN OPENSSH PRIVATE KEY-----", "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+                 "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx3...\n-----END RSA PRIVATE KEY-----"):
+        text = f"[sft] {line}"
+        assert text_kinds(text) == ["private_key"]
+        assert [text[a:b] for a, b in spans(text)] == [line]
+
+
 def test_what_spans_cannot_cover_text_kinds_still_finds() -> None:
     hidden = expand("gh\u200bp_{an36}")
     assert spans(hidden) == []
@@ -321,6 +331,35 @@ def test_a_token_inserted_into_benign_text_is_found(text: str, token: str, at: i
     mixed = " ".join([*words[:at], token, *words[at:]])
     assert text_kinds(mixed) != []
     assert scan_document({"description": mixed}) != []
+
+
+GLUE = st.lists(st.sampled_from([*"aAxXzZ0159_-+=/.:@~!$ ", "é", "密", "\u200b", "todo", "xxxx", "your", "sk-",
+                                  "ghp_", "AKIA", "abcdef", "123456"]), max_size=6).map("".join)
+BARE_TOKENS = [token for token in TOKENS if spans(token) == [(0, len(token))]]  # samples that are a token alone
+
+
+def _covered(text: str) -> set[int]:
+    return {n for start, end in spans(text) for n in range(start, end)}
+
+
+def test_spans_mask_a_glued_token_and_what_goes_on_like_it() -> None:
+    assert len(BARE_TOKENS) >= 80
+    for left, template, right in (("0", "ghp_{an36}", ""), ("", "AKIA{AU16}", "0"), ("word", "xoxb-{d12}-{d13}-{an24}",
+                                  "more"), ("", "sk-{an48}", "todo"), ("x", "AIza{us35}", "0x"), ("", "{an3}8Q~{us32}", "zz"),
+                                  ("mybot", "{d10}:AA{us33}", "x")):
+        token = expand(template)
+        text = left + token + right
+        assert _covered(text) == set(range(len(left), len(text))), (text, [text[a:b] for a, b in spans(text)])
+    assert text_kinds(expand("0ghp_{an36}")) == []  # a verdict keeps its boundaries
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT, GLUE, st.sampled_from(BARE_TOKENS), GLUE, TEXT)
+def test_spans_mask_a_token_glued_to_anything(before: str, left: str, token: str, right: str, after: str) -> None:
+    """What leaves the server has every token masked, even glued to other letters or digits."""
+    text = before + left + token + right + after
+    at = len(before + left)
+    assert set(range(at, at + len(token))) <= _covered(text), (text, [text[a:b] for a, b in spans(text)])
 
 
 @settings(max_examples=100, deadline=None)

@@ -50,5 +50,6 @@ def test_the_docs_list_the_rules() -> None:
 def test_every_pattern_compiles_for_both_engines() -> None:
     for i, rule in enumerate(RULES):
         assert scan._finder(i) is not None
+        assert scan._finder(i, loose=True) is not None and scan._shortest(i) is not None
         if "(?P<" in rule.pattern:
             assert scan._parser(i) is not None

@@ -9,7 +9,6 @@ inside HTTP Basic's base64.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import math
 from collections import Counter
@@ -95,8 +94,12 @@ def looks_random(value: str, min_len: int = 16) -> bool:
     """A machine-made secret: long enough, no placeholder, and its longest run of letters and digits
     (a path's or an image reference's segments are short) mixed like random text: letters and digits
     alternating often, or, where they seldom do, no words."""
-    if len(value) < min_len or "://" in value or placeholder(value):
+    if len(value) < min_len or "://" in value:
         return False
+    return _random_core(value, min_len) and not placeholder(value)  # the placeholder test costs the most
+
+
+def _random_core(value: str, min_len: int) -> bool:
     if engine.python(_UUID).search(value):
         return True
     core = max(engine.python(_ALNUM_RUN).findall(value), key=len, default="")
@@ -107,11 +110,11 @@ def looks_random(value: str, min_len: int = 16) -> bool:
     if engine.python(_HEX).fullmatch(core):
         return len(core) >= 16 and entropy(core) >= 2.8
     digits = sum(1 for a, b in pairwise(core) if a.isdigit() != b.isdigit())
-    if entropy(core) < min(3.0, math.log2(len(core)) - 0.7):
-        return False
     if digits >= 3 and digits * 8 >= len(core):
-        return True
+        return entropy(core) >= min(3.0, math.log2(len(core)) - 0.7)
     if wordy(core) or (core != value and wordy(value)):
+        return False
+    if entropy(core) < min(3.0, math.log2(len(core)) - 0.7):
         return False
     if digits:
         return True
@@ -154,7 +157,7 @@ def assigned(name: str, value: str, spaced: bool) -> bool:
 def basic_pair(value: str) -> bool:
     """Base64 of `user:password` (HTTP Basic, a docker `auth`), the password no placeholder."""
     try:
-        text = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("ascii")
+        text = binascii.a2b_base64(value + "=" * (-len(value) % 4), strict_mode=True).decode("ascii")
     except (binascii.Error, ValueError):
         return False
     user, sep, password = text.partition(":")
@@ -227,7 +230,6 @@ CHECKS: dict[str, Callable[[str], bool]] = {
     "shape": shape,
     "random": looks_random,
     "random_text": random_text,
-    "pem": lambda value: engine.python(r"[A-Za-z0-9+/]{32}").search(value) is not None,
     "data": lambda value: len(value) >= 8 and not _marked(value),
     "basic": basic_pair,
     "userinfo": userinfo,

@@ -1,9 +1,8 @@
 """The regular-expression engines as the scanner uses them, each pattern compiled once, when first used.
 
-RE2 (google-re2) searches text: linear whatever the input, with a generous memory budget, its matches
-read as spans straight from the RE2 object (google-re2's `finditer` builds a match object for every
-match, which doubles the cost where a text holds a great many candidates). Python's `re` reads short
-pieces RE2 has already found (a candidate, a name, a value), where its groups and look-arounds help.
+RE2 (google-re2, through its public API) searches text: linear whatever the input, with a generous memory
+budget. Python's `re` reads short pieces RE2 has already found (a candidate, a name, a value), where its
+groups and look-arounds help.
 """
 
 from __future__ import annotations
@@ -15,16 +14,18 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
-_UNANCHORED = re2._Anchor.UNANCHORED
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 
 
 @functools.cache
 def compiled(pattern: str, groups: bool = False) -> Any:
-    """`pattern` compiled by RE2 (`groups`: keep its capturing groups)."""
+    """`pattern` compiled by RE2 (`groups`: keep its capturing groups). Without groups, named groups are
+    made plain too: RE2 keeps them despite `never_capture`, and a capturing group sends every match
+    through its submatch engine, ten times slower than the automaton."""
     options = re2.Options()
     options.max_mem = 64 << 20
     options.never_capture = not groups
-    return re2.compile(pattern, options)
+    return re2.compile(pattern if groups else _NAMED_GROUP.sub("(?:", pattern), options)
 
 
 @functools.cache
@@ -35,23 +36,13 @@ def python(pattern: str) -> re.Pattern[str]:
 
 def spans(pattern: Any, data: bytes, pos: int = 0, stop: int | None = None) -> Iterator[tuple[int, int]]:
     """The spans of the leftmost non-overlapping matches of a compiled pattern in data[pos:stop]."""
-    match, stop = pattern._regexp.Match, len(data) if stop is None else stop
-    while pos <= stop:
-        start, end = match(_UNANCHORED, data, pos, stop)[0]
-        if start < 0:
-            return
-        yield start, end
-        pos = end if end > start else end + 1
+    for match in pattern.finditer(data, pos, len(data) if stop is None else stop):
+        yield match.span()
 
 
 def found(pattern: Any, data: bytes) -> bool:
     """Does the compiled pattern match anywhere in `data`?"""
-    return bool(pattern._regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] >= 0)
-
-
-def literal(text: str) -> str:
-    """A pattern matching `text` as written."""
-    return str(re2.escape(text))
+    return pattern.search(data) is not None
 
 
 def trigger_set(patterns: list[str]) -> Any:

@@ -19,9 +19,8 @@ the patterns and samples are this project's own.
 
 from __future__ import annotations
 
-import random
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .names import PROVIDERS as PROVIDER_NAMES
 from .providers import PROVIDER_FAMILIES, ProviderRule
@@ -46,6 +45,8 @@ _FIELD = re.compile(r"\{([A-Za-z]+)([0-9]+)\}")
 def expand(template: str) -> str:
     """A sample with each `{class count}` field filled with characters of that class (deterministic;
     letters of both cases and a digit wherever the class has them, as a random token would)."""
+    import random  # samples only: the scanner itself never needs it
+
     rng = random.Random(template)  # noqa: S311  # sample text, not a secret
 
     def fill(match: re.Match[str]) -> str:
@@ -60,8 +61,7 @@ def expand(template: str) -> str:
     return _FIELD.sub(fill, template)
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One thing the scanner looks for. `check` names the confirmation (checks.CHECKS, or "assigned":
     a credential name and a value; "key_name": an object key); `keys_only`: searched in keys alone;
     `parse`: the pattern in Python's syntax, to split a match into its groups, where the RE2 spelling is
@@ -84,14 +84,26 @@ class Rule:
 
 # ---------------------------------------------------------------------------- names before a value
 
-# Stems of every word names.py reads as (maybe) naming a credential, and the providers' names.
+# Stems of every word names.py reads as (maybe) naming a credential: a password's, then the others.
+PASSWORD_STEMS: tuple[str, ...] = (
+    "pass", "pwd", "pw", "kennw", "contrase", "senha", "парол", "密码", "密碼", "口令", "パスワード", "暗証番号",
+    "비밀번호",
+)
 STEMS: tuple[str, ...] = (
-    "pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "cookie", "kennw", "contrase", "senha", "clave",
-    "chave", "schlüssel", "schlussel", "clé", "cle", "парол", "секрет", "токен", "ключ", "密码", "密碼", "口令",
-    "密钥", "密鑰", "令牌", "パスワード", "暗証番号", "トークン", "秘密鍵", "비밀번호", "토큰", "キー", "鍵",
+    *PASSWORD_STEMS, "secret", "token", "key", "auth", "cred", "cookie", "clave", "chave", "schlüssel", "schlussel",
+    "clé", "cle", "секрет", "токен", "ключ", "密钥", "密鑰", "令牌", "トークン", "秘密鍵", "토큰", "キー", "鍵",
 )
 _NAME_CHARS = r"[\p{L}\p{N}_.$@-]"  # as RE2 reads it; Python's `[\w.$@-]` reads the same
-_VALUE_CHARS = r"[\x21\x23-\x26\x28-\x2b\x2d-\x3a\x3d\x3f-\x5b\x5d-\x5f\x61-\x7e]"  # printable ASCII but "',;<>\`
+
+
+def _value_chars(but: str = "") -> str:
+    """A class of the characters a value is made of (printable ASCII but "',;<>\\`), but `but`."""
+    return "[" + "".join(f"\\x{c:02x}" for c in range(0x21, 0x7F) if chr(c) not in "\"',;<>\\`" + but) + "]"
+
+
+_VALUE_CHARS = _value_chars()
+# A value's first characters, when they are no reference (`${`, `$(`, `{{`, `%(`): a reference is a placeholder.
+_VALUE_START = f"(?:{_value_chars('${%')}|\\${_value_chars('{(')}|\\{{{_value_chars('{')}|%{_value_chars('(')})"
 _IS = r"(?i:is|ist|lautet|est|es|é|e|era|war|sind|are|was|это|=|:)"  # "is" in the eight languages
 # A type between name and `=` (`var x string = `, `x: String = `), = : := ::= ?= .= => ->, <name>value,
 # ("NAME", "value")
@@ -104,14 +116,28 @@ _WORDED = (  # password is ..., 密码是 ..., пароль — ..., and a bare 
     r"[ \t]{1,4}" + _IS + r"[ \t]{1,4}[\"'`]?|[ \t]{0,4}(?:是|为|為|は|が)[ \t]{0,4}|[ \t]{1,4}(?:—|–|-)[ \t]{1,4}"
     r"|[ \t]{1,4}[\"'`]?"
 )
-# After an operator the value is six characters or more; after words or a space, it holds a digit or is
-# sixteen characters or more (so that "password reset link" is not even a candidate).
-ASSIGNMENT = (
-    "(?P<n>(?i:" + "|".join([*STEMS, *PROVIDER_NAMES]) + ")" + _NAME_CHARS + "*(?:[ \t](?i:api))?)"
-    "(?:(?P<o>" + _EXPLICIT + ")(?P<v>" + _VALUE_CHARS + "{6,})"
-    "|(?P<p>" + _WORDED + ")(?P<w>" + _VALUE_CHARS + "*[0-9]" + _VALUE_CHARS + "*|" + _VALUE_CHARS + "{16,}))"
-)
-ASSIGNMENT_PYTHON = ASSIGNMENT.replace(_NAME_CHARS, r"[\w.$@-]")
+# What `checks.looks_random` may accept, as far as a pattern can say it: sixteen letters or digits in a row,
+# twelve digits, a UUID, letters and digits alternating three times, a lower-case letter before a capital,
+# or four consonants in a row, `x` apart (a value made of words and a number, `Vector11_Model`, or a row of
+# `x`, is none of these).
+_RANDOMISH = ("[A-Za-z0-9]{16}|[0-9]{12}|[A-Za-z][0-9]+[A-Za-z]+[0-9]|[0-9][A-Za-z]+[0-9]+[A-Za-z]|[a-z][A-Z]"
+              "|(?i:[b-df-hj-np-tv-wz]{4})|[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+
+
+def _assignment(stems: tuple[str, ...], explicit: str, worded: str) -> str:
+    return ("(?P<n>(?i:" + "|".join(stems) + ")" + _NAME_CHARS + "*(?:[ \t](?i:api))?)"
+            "(?:(?P<o>" + _EXPLICIT + ")(?P<v>" + explicit + ")|(?P<p>" + _WORDED + ")(?P<w>" + worded + "))")
+
+
+_ANY_VALUE = _VALUE_CHARS + "{6,}", _VALUE_CHARS + "*[0-9]" + _VALUE_CHARS + "*|" + _VALUE_CHARS + "{16,}"
+# A password's name: after an operator the value is six characters or more; after words or a space, it holds
+# a digit or is sixteen characters or more (so that "password reset link" is not even a candidate). Any other
+# name: the value holds what a random-looking secret must, so that the pattern alone passes over most values
+# the check would refuse (`Vector11_Model`, `abcdef0001234`).
+PASSWORD_ASSIGNMENT = _assignment(PASSWORD_STEMS, _VALUE_START + _VALUE_CHARS + "{4,}", _ANY_VALUE[1])
+TOKEN_ASSIGNMENT = _assignment((*STEMS[len(PASSWORD_STEMS):], *PROVIDER_NAMES),
+                               *[f"(?:{_VALUE_START}{_VALUE_CHARS}*)?(?:{_RANDOMISH}){_VALUE_CHARS}*"] * 2)
+ASSIGNMENT_PYTHON = _assignment((*STEMS, *PROVIDER_NAMES), *_ANY_VALUE).replace(_NAME_CHARS, r"[\w.$@-]")
 KEY_NAME = "[^\\x00]*(?i:" + "|".join([*STEMS, *PROVIDER_NAMES]) + ")[^\\x00]*"
 
 _B64 = "[A-Za-z0-9+/]"
@@ -127,26 +153,36 @@ GENERIC_RULES: tuple[Rule, ...] = (
          fps=("max_tokens", "tokenizer", "token_budget", "secretary", "keys", "keys-and-values", "passwordless",
               "key", "author", "monkey", "pad_token", "public_key", "secret_name", "password_file", "primary_key"),
          family="Credential names"),
-    Rule("credential_assignment", ASSIGNMENT, (*STEMS, *PROVIDER_NAMES),
-         "a credential's name given a value in text, in any usual form: `password=...`, `api_key: ...`, "
-         "`\"x_token\": \"...\"`, `<xToken>...</xToken>`, `setProperty(\"X_TOKEN\", \"...\")`, `X ?= ...`, "
-         "`--token ...`, `.netrc`'s `password ...`, prose (`the api key is ...`, `Das Passwort ist ...`, "
+    Rule("credential_assignment", PASSWORD_ASSIGNMENT, PASSWORD_STEMS,
+         "a password's name given a value in text, in any usual form: `password=...`, `--password ...`, "
+         "`.netrc`'s `password ...`, `pw: ...`, prose (`db password is ...`, `Das Passwort ist ...`, "
          "`le mot de passe est ...`, `la contraseña es ...`, `a senha é ...`, `пароль: ...`, `密码是...`, "
-         "`パスワードは...`); the value must look like a secret", check="assigned", fold=True, parse=ASSIGNMENT_PYTHON,
-         tps=("password={an14}", "db password is Hunter2Winter!", "the api key is {hex40}",
-              "wandb api key {hex40}", "--token {an32}", "--api-key {an32}", "--password Wint3r-Sun!",
-              "machine api.wandb.ai login u password {hex40}", 'xToken := "{an30}"', "pw: Hunter2Winter!",
-              '<apiToken>\n    {an32}\n</apiToken>', 'System.setProperty("X_TOKEN", "{an30}")',
-              'var xToken string = "{an30}"', 'val apiKey: String = "{an30}"',
-              "Das Passwort ist Sommer2026!", "le mot de passe est Ete2026!x", "la contraseña es Verano2026!",
-              "a senha é Inverno2026!", "пароль: Zima2026!x", "密码是Hunter2Winter", "パスワードはHunter2Winterです",
-              '{"username": "ml", "key": "{hex32}"}', "discord_client_id = {d18}"),
-         fps=("max_tokens: 4096", "token budget of 2T tokens", "passwordless: yes", "secretary: Jo Smith",
+         "`パスワードは...`); the value must be one a person chose or look random", check="assigned", fold=True,
+         parse=ASSIGNMENT_PYTHON,
+         tps=("password={an14}", "db password is Hunter2Winter!", "--password Wint3r-Sun!", "pw: Hunter2Winter!",
+              "machine api.wandb.ai login u password {hex40}", "Das Passwort ist Sommer2026!",
+              "le mot de passe est Ete2026!x", "la contraseña es Verano2026!", "a senha é Inverno2026!",
+              "пароль: Zima2026!x", "密码是Hunter2Winter", "パスワードはHunter2Winterです",
+              "tokenizer password=Hunter2Winter!", "passwordless password=Hunter2Winter!"),
+         fps=("passwordless: yes", "password policy: rotate every 90 days", "password: changeme",
+              "The password for the cluster is stored in Vault.", "password=${DB_PASSWORD}",
+              "password_file: /etc/ml/pw.txt"), family="Credential names"),
+    Rule("credential_assignment", TOKEN_ASSIGNMENT, (*STEMS[len(PASSWORD_STEMS):], *PROVIDER_NAMES),
+         "any other credential's name given a value in text, in any usual form: `api_key: ...`, "
+         "`\"x_token\": \"...\"`, `<xToken>...</xToken>`, `setProperty(\"X_TOKEN\", \"...\")`, `X ?= ...`, "
+         "`--token ...`, prose (`the api key is ...`, `der API-Schlüssel ist ...`, `la clé API est ...`); the value "
+         "must look random", check="assigned", fold=True, parse=ASSIGNMENT_PYTHON,
+         tps=("the api key is {hex40}", "wandb api key {hex40}", "--token {an32}", "--api-key {an32}",
+              'xToken := "{an30}"', '<apiToken>\n    {an32}\n</apiToken>', 'System.setProperty("X_TOKEN", "{an30}")',
+              'var xToken string = "{an30}"', 'val apiKey: String = "{an30}"', '{"username": "ml", "key": "{hex32}"}',
+              "discord_client_id = {d18}", "token: Ab12Cd34Ef", "auth_token={hex8}-{hex4}-{hex4}-{hex4}-{hex12}",
+              "token_budget token={an20}", 'telegram_token = "telegram_token = "{d9}:A{us40}"'),
+         fps=("max_tokens: 4096", "token budget of 2T tokens", "secretary: Jo Smith",
               "Set WANDB_API_KEY=<your-key> and HF_TOKEN=${HF_TOKEN}", 'CREDENTIALS_ID = "K8S_CRED"',
-              "The API key rotation runbook lives in the wiki.", "password policy: rotate every 90 days",
-              "api_key: changeme", "token: xxxxxxxxxxxxxxxx", "keyword: Befaehigung_P2", "cache key: {hex64}",
-              "secret_name: prod-db-credentials", "The password for the cluster is stored in Vault.",
-              "tokenizer: bpe-32k-v2-sentencepiece", "author: Jane Doe"), family="Credential names"),
+              "The API key rotation runbook lives in the wiki.", "api_key: changeme", "token: xxxxxxxxxxxxxxxx",
+              "keyword: Befaehigung_P2", "cache key: {hex64}", "secret_name: prod-db-credentials",
+              "tokenizer: bpe-32k-v2-sentencepiece", "author: Jane Doe", "token: abcdef0001234",
+              "api_key=Vector7_Model"), family="Credential names"),
     Rule("credential_assignment",
          r"(?i:docker|podman|nerdctl|buildah|skopeo|helm|oras|crane|sshpass)\b[^\x00\n]*?[ \t]"
          r"(?:-p|--password)(?:[ \t]{1,4}|=)[\"']?(?P<v>[^\s\"'\x00]{2,})",
@@ -192,15 +228,19 @@ GENERIC_RULES: tuple[Rule, ...] = (
          tps=("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ6cXgifQ.{us43}", "token: eyJ0eXAiOiJKV1QifQ.eyJpc3MiOiJ4In0.{us30}"),
          fps=("eyJhbGciOiJIUzI1NiJ9", "eyJ.eyJ.abc"), family="Headers and encoded credentials"),
     Rule("private_key",
-         r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----(?:[\sA-Za-z0-9+/=:,-]|\\[nr])*",
-         ("-----BEGIN",), "PEM private keys of any type (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP) with key "
-         "material, also inside a service account's JSON", check="pem",
+         r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----(?:[\sA-Za-z0-9+/=:,.-]|\\[nr])*",
+         ("-----BEGIN",), "PEM private keys of any type (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP), the header "
+         "line alone enough (a log prints a key line by line; a manifest never holds one), also inside a service "
+         "account's JSON", check="any",
          tps=("-----BEGIN RSA PRIVATE KEY-----\nMIIE{bs60}\n-----END RSA PRIVATE KEY-----",
               '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n{bs64}"}',
               "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA{bs64}",
-              "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF{bs64}"),
+              "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF{bs64}",
+              "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----",
+              "-----BEGIN EC PRIVATE KEY-----\n...\n-----END EC PRIVATE KEY-----",
+              "-----BEGIN ENCRYPTED PRIVATE KEY-----", "stage sft: -----BEGIN PGP PRIVATE KEY BLOCK-----"),
          fps=("-----BEGIN CERTIFICATE-----\nMIIC{bs64}", "-----BEGIN PUBLIC KEY-----\nMIIB{bs64}",
-              "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----"),
+              "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQEN{bs64}", "a PEM private key begins with -----BEGIN"),
          family="Key and configuration files"),
     Rule("private_key", r"PuTTY-User-Key-File-[0-9]:[^\x00]*", ("PuTTY-User-Key-File-",),
          "PuTTY private key files", check="any", tps=("PuTTY-User-Key-File-3: ssh-ed25519",),

@@ -27,9 +27,8 @@ import re
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import chars, checks, engine, names
 from .rules import RULES
@@ -39,12 +38,15 @@ POINTER_MAX = 200
 MAX_MARKS = 30  # combining marks kept in a run
 _PLAIN_KEY = r"[A-Za-z0-9_.-]{1,64}"
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_TOKEN_BYTES = _WORD_BYTES | frozenset(b"+=-")  # what a token longer than its format goes on with
+# Where a rule asks a boundary before or after a token (besides `\b`): `spans` drops them all.
+_BEFORE, _AFTER = "(?:^|[^A-Za-z0-9_~.])", ("(?:[^0-9A-Za-z_-]|$)", "(?:[^A-Za-z0-9_~.-]|$)")
+_REPETITION = r"\\.|\[(?:\\.|[^\]\\])*\]|(\{[0-9]+(?:,[0-9]*)?\}|[+*])\??"  # group 1: a quantifier
 _WORD = r"[\w.-]+"
 _LOOK_BACK = 48  # bytes before a name read for the words that belong to it ("the api" of "the api key is")
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """Where (a JSON pointer; a key that is not a plain identifier shows as `*`) and what kind. Never the value."""
 
     pointer: str
@@ -68,7 +70,7 @@ def _texts(document: Any) -> tuple[list[str], list[str]]:
         return [], [document]
     keys: list[str] = []
     values: list[str] = []
-    stack: list[Any] = [document] if isinstance(document, dict | list) else []
+    stack: list[Any] = [document] if type(document) is dict or type(document) is list else []
     while stack:
         node = stack.pop()
         if type(node) is dict:
@@ -83,8 +85,7 @@ def _texts(document: Any) -> tuple[list[str], list[str]]:
     return keys, values
 
 
-@dataclass
-class _Places:
+class _Places(NamedTuple):
     """Where `_texts`'s keys and values stand: for key i its member's path, its document order and the
     index of its value among the values (-1: not a string); for value j its path and document order."""
 
@@ -216,8 +217,7 @@ def _nfkc_window(window: bytes) -> bytes:
 
 # ---------------------------------------------------------------------------- 3. triggers
 
-@dataclass(frozen=True)
-class _Compiled:
+class _Compiled(NamedTuple):
     triggers: Any  # an RE2 set: every rule's triggers, the wide punctuation, the unstable characters
     rules_of: tuple[tuple[int, ...], ...]  # set index -> indexes in RULES
     wide: int  # the set index of the wide punctuation
@@ -227,11 +227,12 @@ class _Compiled:
 def _spelt(trigger: str) -> str:
     """A trigger as a pattern that also matches it with wide punctuation where it has ASCII punctuation
     (`:A` in `123：AA...`), so that text not yet normalised shows every trigger its NFKC form holds."""
-    out = []
-    for c in trigger:
-        wide = [w for w, narrow in chars.WIDE_PUNCTUATION if narrow == c]
-        out.append("(?:" + "|".join([engine.literal(c), *wide]) + ")" if wide else engine.literal(c))
-    return "".join(out)
+    return "".join(f"[{c}{_WIDE_OF[c]}]" if c in _WIDE_OF else c if c.isalnum() or c == "_" or not c.isascii()
+                   else "\\" + c for c in trigger)
+
+
+_WIDE_OF = {narrow: "".join(w for w, n in chars.WIDE_PUNCTUATION if n == narrow)
+            for _, narrow in chars.WIDE_PUNCTUATION}
 
 
 @functools.cache
@@ -262,10 +263,26 @@ def _prepare(texts: list[str]) -> tuple[bytes, list[int]]:
     return data, sorted({i for hit in hits for i in compiled.rules_of[hit]})
 
 
-def _finder(i: int) -> Any:
+def _finder(i: int, loose: bool = False) -> Any:
     """A rule's pattern compiled to find whole matches (no groups: RE2's automaton alone), a leading
-    `\\b` left to the caller (RE2 jumps from one occurrence of the literal that follows to the next)."""
-    return engine.compiled(RULES[i].pattern.removeprefix("\\b"))
+    `\\b` left to the caller (RE2 jumps from one occurrence of the literal that follows to the next).
+    `loose`: without the boundaries a token's pattern asks before and after it (for masking)."""
+    return engine.compiled(_loose(i) if loose else RULES[i].pattern.removeprefix("\\b"))
+
+
+def _loose(i: int) -> str:
+    pattern = RULES[i].pattern.replace("\\b", "").removeprefix(_BEFORE)
+    for guard in _AFTER:
+        pattern = pattern.removesuffix(guard)
+    return pattern
+
+
+@functools.cache
+def _shortest(i: int) -> Any:
+    """The loose pattern with every repetition lazy: the shortest token a match could begin with (a token
+    glued to a placeholder word is still a token)."""
+    return engine.compiled(engine.python(_REPETITION).sub(lambda m: m.group(1) + "?" if m.group(1) else m.group(),
+                                                          _loose(i)))
 
 
 @functools.cache
@@ -295,19 +312,31 @@ class _Text:
         return self._starts[index]
 
 
-def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None:
-    """Where the secret of rule `i`'s match `data[start:end]` is, if the rule's check confirms it."""
+def _secret(i: int, data: bytes, start: int, end: int) -> tuple[tuple[int, int] | None, int]:
+    """Where the secret of rule `i`'s match `data[start:end]` is, if the rule's check confirms it, and
+    where to search on: after the match, or, where a name followed by a space or a type was refused,
+    after that name (`passwordless password=...`: what follows it may be a name and a value itself)."""
     rule, parser, text = RULES[i], _parser(i), data[start:end].decode("utf-8", "replace")
     if parser is None:
-        return (start, end) if checks.CHECKS[rule.check](text) else None
+        return ((start, end) if checks.CHECKS[rule.check](text) else None), end
     match = parser.fullmatch(text)
     if match is None:  # the engines read this match differently: take it whole
-        return (start, end) if rule.check != "assigned" and checks.CHECKS[rule.check](text) else None
+        return ((start, end) if rule.check != "assigned" and checks.CHECKS[rule.check](text) else None), end
     group = "w" if rule.check == "assigned" and match.group("v") is None else "v"
     value = match.group(group)
     where = start + len(text[:match.start(group)].encode()), start + len(text[:match.end(group)].encode())
     if rule.check != "assigned":
-        return where if checks.CHECKS[rule.check](value) else None
+        return (where if checks.CHECKS[rule.check](value) else None), end
+    if _assigned(data, start, end, match, value):
+        return where, end
+    if group == "w" or any(c.isalpha() for c in match.group("o")):  # after a space or a type
+        return None, start + len(text[:match.end("n")].encode())
+    return None, end
+
+
+def _assigned(data: bytes, start: int, end: int, match: re.Match[str], value: str) -> bool:
+    """Does the name before `value` (with the words before it, where they belong to it) name a credential,
+    and the value look like one?"""
     reach = max(0, start - _LOOK_BACK)
     before = data[data.rfind(b"\x00", reach, start) + 1 or reach:start]
     before_text = before.decode("utf-8", "ignore").split("\n")[-1]
@@ -317,14 +346,14 @@ def _secret(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None
         cut -= 1
     ident, prose = before_text[cut:], before_text[:cut]
     if operator.startswith(">") and (not prose.endswith("<") or not data[end:end + 64].lstrip().startswith(b"</")):
-        return None  # `<name>value</name>` only
+        return False  # `<name>value</name>` only
     words = [] if ident or not prose[-1:].isspace() else prose.split()[-3:]
     while words and not engine.python(_WORD).fullmatch(words[0]):
         words.pop(0)
     name = ident + match.group("n")
     if words and names.strength(name) != names.STRONG:  # "the api key is", "public key:"
         name = " ".join([*words, name])
-    return where if checks.assigned(name, value, spaced=operator == "") else None
+    return checks.assigned(name, value, spaced=operator == "")
 
 
 def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
@@ -334,7 +363,7 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
     already is not searched again for it. Equal candidates (with what stands around them) are
     checked once."""
     found: dict[tuple[int, str], None] = {}
-    verdicts: dict[tuple[int, int, bytes], bool] = {}
+    verdicts: dict[tuple[int, int, bytes], tuple[bool, int]] = {}  # confirmed, and where to search on
     data = text.data
     for i in rules:
         rule, finder = RULES[i], _finder(i)
@@ -349,10 +378,13 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
                 if not rule.keys_only:
                     back = max(0, start - context)
                     key = (i, start - back, data[back:end + (64 if context else 0)])
-                    verdict = verdicts.get(key)
-                    if verdict is None:
-                        verdict = verdicts[key] = _secret(i, data, start, end) is not None
-                    if not verdict:
+                    if (verdict := verdicts.get(key)) is None:
+                        where, resume = _secret(i, data, start, end)
+                        verdict = verdicts[key] = where is not None, resume - start
+                    if not verdict[0]:
+                        if start + verdict[1] < end:
+                            pos = start + verdict[1]
+                            break
                         continue
                 index = text.string_at(end - 1)
                 kind = on_key_name(index) if rule.keys_only else rule.kind
@@ -423,18 +455,32 @@ def is_credential_key_name(name: str) -> bool:
 
 
 def spans(text: str) -> list[tuple[int, int]]:
-    """The character ranges of what the rules find in `text` as written (no normalisation), merged."""
+    """The character ranges of what the rules find in `text` as written (no normalisation), merged. A
+    token needs no boundary before or after it, and one longer than its format is masked whole."""
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int]] = []
     hits = _compiled().triggers.Match(data) or []
     for i in sorted({i for hit in hits for i in _compiled().rules_of[hit]}):
         if RULES[i].keys_only:
             continue
-        bounded = RULES[i].pattern.startswith("\\b")
-        for start, end in engine.spans(_finder(i), data):
-            where = None if bounded and start and data[start - 1] in _WORD_BYTES else _secret(i, data, start, end)
-            if where is not None:
-                found.append(where)
+        reach = 0  # where the last token run ended (each byte is read once per rule)
+        pos = 0
+        while (match := _finder(i, loose=True).search(data, pos)) is not None:
+            start, end = match.span()
+            where, pos = _secret(i, data, start, end)
+            pos = max(pos, start + 1)
+            if where is None and RULES[i].check == "shape":
+                where = _glued(i, data, start, end)
+            if where is None:
+                continue
+            first, last = where
+            if last <= reach:
+                last = reach
+            else:
+                while last < len(data) and data[last] in _TOKEN_BYTES:
+                    last += 1
+            reach = last
+            found.append((first, last))
     merged: list[list[int]] = []
     for start, end in sorted(found):
         if merged and start <= merged[-1][1]:
@@ -451,6 +497,18 @@ def spans(text: str) -> list[tuple[int, int]]:
         out.append((start, char))
         byte = b
     return out
+
+
+def _glued(i: int, data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """For a match of a token's rule that is no token (`sk-...` glued to `todo`, or a false start just
+    before a real token): the first shortest token of the rule beginning inside it, masked to its end or
+    beyond."""
+    pos = start
+    while pos < end and (match := _shortest(i).search(data, pos)) and match.start() < end:
+        if (where := _secret(i, data, match.start(), match.end())[0]) is not None:
+            return where[0], max(where[1], end)
+        pos = match.start() + 1
+    return None
 
 
 # ---------------------------------------------------------------------------- pointers
