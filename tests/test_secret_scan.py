@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import random
+import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +41,7 @@ class Secret:
         return (self.text, json.dumps(self.text)[1:-1], *self.hidden)
 
 
-_BASIC = base64.b64encode(b"zqxuser:ZQXbasicPassw0rd").decode()
+_BASIC = base64.b64encode(b"zqxuser:ZQXyk0FfwQCAJqle").decode()
 
 SECRETS: list[Secret] = [
     Secret("pem-rsa", "-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEpAIBAAKCAQEAzqxPemRsaBody0123456789\n"
@@ -50,28 +52,28 @@ SECRETS: list[Secret] = [
            "private_key", ("MIIEvQIBADzqxPkcs8Body",)),
     Secret("aws-access-key-id", CANARY_AWS, "aws_access_key_id"),
     Secret("github-classic", CANARY_GITHUB, "github_token"),
-    Secret("github-fine-grained", "github" + "_pat_11AZQX0000" + "a1B2c3D4e5F6g7H8i9J0kL_mN0pQ1rS2tU3vW4xY5z",
+    Secret("github-fine-grained", "github" + "_pat_" + "11AZQX0000Ik2zwEQHfwce_9382DFFX1Kvzq2TQmNmClrKboZzu3g8Xi7cgR5C3BXd7U6Yb54hKjLPOBLU",
            "github_token"),
-    Secret("huggingface", "hf" + "_" + "ZQXhf0a1b2c3d4e5f6g7h8i9j0k1l2m3n4", "huggingface_token"),
+    Secret("huggingface", "hf" + "_" + "ZQXcjxdcglMLzgeonyLGcTJFizsoCmZcpv", "huggingface_token"),
     Secret("openai-project", "sk" + "-proj-" + "ZQXoa0a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6q7", "openai_style_key"),
-    Secret("slack-bot", "xox" + "b-123456789012-1234567890123-ZQXslackAbCdEfGhIjKl", "slack_token"),
+    Secret("slack-bot", "xox" + "b-929081003390-7579383470174-PTGuZeJFEBZj6SzwDOhiXRxL", "slack_token"),
     Secret("stripe-live", "sk" + "_live_" + "ZQXst0a1b2c3d4e5f6g7h8i9", "stripe_key"),
     Secret("google-api-key", "AI" + "za" + "SyZQXgoog0a1b2c3d4e5f6g7h8i9j0k1l2m", "google_api_key"),
     Secret("jwt", "eyJ" + "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + ".eyJ" + "zdWIiOiJaUVhqd3QiLCJpYXQiOjE3MDB9"
            + ".ZQXjwtSig_0a1b2c3d4e5f6g7h8i9", "jwt", ("ZQXjwtSig_0a1b2c3d4e5f6g7h8i9",)),
     Secret("bearer", "Authorization: Bearer " + "ZQXbearer.0a1b2c3d4e5f6g7h8", "bearer_token",
            ("ZQXbearer.0a1b2c3d4e5f6g7h8",)),
-    Secret("url-userinfo", "https://zqxuser:" + "ZQXurlPassw0rd@data.example.com/x", "url_userinfo",
-           ("ZQXurlPassw0rd",), url=True),
+    Secret("url-userinfo", "https://zqxuser:" + "ZQXnQvWys81vp7hB@data.example.com/x", "url_userinfo",
+           ("ZQXnQvWys81vp7hB",), url=True),
     Secret("basic-auth-header", "Authorization: Basic " + _BASIC, "basic_auth", (_BASIC,)),
     Secret("aws-signed-url", "https://zqx-bucket.s3.amazonaws.com/obj.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256"
-           "&X-Amz-Signature=" + "ZQXamz0123456789abcdef", "signed_url", ("ZQXamz0123456789abcdef",), url=True),
+           "&X-Amz-Signature=" + "ZQXa4c123b1612dd272d1371c17149d439536b3216fdaeeb975729fae923d5a4", "signed_url", ("ZQXa4c123b1612dd272d1371c17149d439536b3216fdaeeb975729fae923d5a4",), url=True),
     Secret("gcs-signed-url", "https://storage.googleapis.com/zqx/obj?X-Goog-Algorithm=GOOG4-RSA-SHA256"
-           "&X-Goog-Signature=" + "ZQXgoog0123456789abcdef", "signed_url", ("ZQXgoog0123456789abcdef",), url=True),
+           "&X-Goog-Signature=" + "ZQX7bc4612476c0efecf6c2f708dfc3832cc31a72f6421f64ee9bd453abf694b", "signed_url", ("ZQX7bc4612476c0efecf6c2f708dfc3832cc31a72f6421f64ee9bd453abf694b",), url=True),
     Secret("azure-sas-url", "https://zqxacct.blob.core.windows.net/c/blob?sv=2022-11-02&sr=b&sig="
-           + "ZQXazure0123456789%2Babc%3D", "signed_url", ("ZQXazure0123456789",), url=True),
-    Secret("slack-webhook", "https://hooks.slack.com/services/" + "TZQX0001/BZQX0002/ZQXwebhook0123456789",
-           "slack_webhook", ("ZQXwebhook0123456789",), url=True),
+           + "ZQXdnXRIL3rAVgd5mFVj7nsCuYKt8c8ub%2Babc%3D", "signed_url", ("ZQXdnXRIL3rAVgd5mFVj7nsCuYKt8c8ub",), url=True),
+    Secret("slack-webhook", "https://hooks.slack.com/services/" + "T0ZQX0001/B0ZQX0002/ZQXkCbekANd0f0RpzKChfUEP",
+           "slack_webhook", ("ZQXkCbekANd0f0RpzKChfUEP",), url=True),
 ]
 
 assert len(SECRETS) >= 14
@@ -194,9 +196,9 @@ async def test_secret_in_uri_field(service: TrainingService, write_file: WriteFi
 
 @pytest.mark.parametrize(
     "uri",
-    ["s3://zqx:ZQXs3secretKey99@bucket/data", "gs://ZQXuserinfo0001@bucket/data",
-     "https://zqx-data.example.com/set?token=ZQXtok0123456789", "https://zqx-data.example.com/set?X-Amz-Credential=ZQXc1",
-     "https://zqx-data.example.com/set?api_key=ZQXk1", "https://zqx-data.example.com/set?access_token=ZQXat1"],
+    ["s3://zqx:ZQXJLqCe30PExMNr@bucket/data", "gs://ZQXuserinfo0001@bucket/data",
+     "https://zqx-data.example.com/set?token=ZQXKasaoSe1Nyez9gLgh", "https://zqx-data.example.com/set?X-Amz-Credential=ZQXPyAAX7lbEJywO6OsC",
+     "https://zqx-data.example.com/set?api_key=ZQXbvx4ancC9VifsHp88", "https://zqx-data.example.com/set?access_token=ZQXXBJv0FHz7BdKjuVZf"],
     ids=["s3-userinfo", "gs-user-only", "token-param", "amz-credential", "api-key-param", "access-token-param"],
 )
 async def test_data_reference_with_credential_is_secret(service: TrainingService, write_file: WriteFile,
@@ -262,9 +264,9 @@ async def test_credential_named_key_value_not_echoed(service: TrainingService, w
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("password=ZQXhunter2hunter2", "ZQXhunter2hunter2"), ("api_key: ZQXabcdef123456", "ZQXabcdef123456"),
+    [("password=ZQXhunter2hunter2", "ZQXhunter2hunter2"), ("api_key: ZQXz5qw8w5luEHje", "ZQXz5qw8w5luEHje"),
      ("client_secret = ZQXs3cr3tvalue", "ZQXs3cr3tvalue"),
-     ("AccountKey=ZQXazureAccountKey0123456789+/==", "ZQXazureAccountKey0123456789")],
+     ("AccountKey=ZQXj0YMV7J4iaSX9cgYUfYRB1FKttfAfEjmvhOkmUjn+/==", "ZQXj0YMV7J4iaSX9cgYUfYRB1FKttfAfEjmvhOkmUjn")],
 )
 async def test_credential_assignment_in_text(service: TrainingService, write_file: WriteFile,
                                              example_document: Doc, text: str, value: str) -> None:
@@ -365,7 +367,9 @@ async def test_overlong_key_is_masked(service: TrainingService, write_file: Writ
 async def test_findings_are_bounded_and_leak_nothing(service: TrainingService, write_file: WriteFile,
                                                      example_document: Doc) -> None:
     doc = copy.deepcopy(example_document)
-    tokens = [f"ghp_{i:02d}" + "ZQXmany" * 5 for i in range(40)]
+    rng = random.Random(7)
+    tokens = ["ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
+              for _ in range(40)]
     doc["zqx_many"] = tokens
     env = await digest_doc(service, write_file, doc)
     assert 1 <= len(findings_of(env)) <= 20
@@ -461,10 +465,10 @@ async def test_innocent_text_passes_the_whole_gate(service: TrainingService, wri
     assert env.ok is True, env.to_json()
 
 
-# ---------------------------------------------------------------------------- known gaps (package bugs)
+# ---------------------------------------------------------------------------- credentials under their names
 
 
-_AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+_AWS_SECRET = "h3Kq9vLw/Tz2RbN8xYc4+Pd7MfJs1GaUe6WoXi0E"  # random, 40 characters as AWS issues them
 
 
 @pytest.mark.parametrize("text", [f"aws_secret_access_key = {_AWS_SECRET}", f"AWS_SECRET_ACCESS_KEY={_AWS_SECRET}",
@@ -481,7 +485,7 @@ def test_plural_credential_key_names_are_found(example_document: Doc, key: str) 
 
 
 def test_a_key_that_is_not_a_plain_identifier_is_masked_in_the_pointer() -> None:
-    findings = secret_scan.scan_document({"description": "x", "password: abc123": 1, "nested": {"token=hunter22 x": "v"}})
+    findings = secret_scan.scan_document({"description": "x", "password: abc123": 1, "nested": {"token=Hx7Kq2Lp9Vw4 x": "v"}})
     pointers = {f.pointer for f in findings}
     assert pointers == {"/*", "/nested/*"}
 
