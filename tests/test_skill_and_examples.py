@@ -24,7 +24,7 @@ from skills_ref.parser import parse_frontmatter
 from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.envelope import ErrorCode
 from ito_training_mcp.gates.manifest.schema import TrainingTarget, parse_manifest
-from ito_training_mcp.scanner import scan_document as scan
+from ito_training_mcp.scanner import scan_document
 from ito_training_mcp.tools.specs import ALL_TOOLS, ToolSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -207,7 +207,7 @@ def test_claude_desktop_config_is_json_without_credentials() -> None:
     env = server["env"]
     assert "ITO_API_URL" in env and "ITO_TOKEN_FILE" in env
     assert "ITO_API_KEY" not in env, "the example must point at a token file, never carry a token"
-    findings = scan(config)
+    findings = scan_document(config)
     value_findings = [f for f in findings if not f.in_key]
     assert not value_findings, [f.as_dict() for f in value_findings]
     # A credential-named key is allowed only when its value is a file path, not a token.
