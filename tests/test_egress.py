@@ -1,6 +1,6 @@
 """The one egress function (contract §10): redaction and visible escaping of every string.
 
-Unit and property tests of `egress.py` itself; test_egress_paths.py drives the same through every
+Unit and property tests of the egress (`egress/`) itself; test_egress_paths.py drives the same through every
 way out of the server (envelope, progress, stderr log, audit line, CLI output).
 """
 

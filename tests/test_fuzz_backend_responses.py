@@ -3,7 +3,7 @@ answers with a well-formed envelope that leaks neither the credential nor raw ba
 
 No network: the service talks to an in-process fake of `ito.training.v1` through an
 `httpx.MockTransport`. The fake answers every endpoint correctly (shapes from
-`backend_models.py`), except for one target endpoint whose response is drawn by hypothesis:
+`backend/models.py`), except for one target endpoint whose response is drawn by hypothesis:
 arbitrary bytes, arbitrary JSON, mutations of the valid body, error bodies, any status from 100
 to 599, odd headers, and transport failures. The target is parametrised over every endpoint and
 the tool that reaches it.

@@ -117,3 +117,22 @@ async def test_a_manifest_holding_the_configured_credential_is_refused(write_fil
     assert {"pointer": "/description", "kind": "configured_credential", "in_key": False} in env.error.details[
         "findings"]
     assert CANARY_TOKEN not in env.to_json()
+
+
+async def test_a_review_kept_before_its_credential_was_known_is_not_shown_again(write_file: WriteFile) -> None:
+    """A token file is read only after gate 3, so a manifest digested earlier can hold the token unseen. Once
+    the process knows it, the kept review is forgotten: the layout could split the value into halves the
+    egress would not recognise."""
+    token = "plainvalue" + "Qm7Rt2Vx9Lp4Zk8Hw3Nb6Jc1Fd5Gs0Yh" * 2  # no provider shape, longer than a row
+    doc = json.loads(json.dumps(EXAMPLE))
+    doc["description"] = f"the run uses {token} for the bucket"
+    service = TrainingService({})
+    env = await service.digest_manifest(write_file(doc))
+    assert env.ok and env.data is not None, env
+    sha = env.data["sha256"]
+    assert service.full_review(sha) is not None
+    Credential(token, "ITO_TOKEN_FILE")  # the process resolves it later
+    assert service.full_review(sha) is None
+    again = await service.digest_manifest(write_file(doc))
+    assert again.error is not None and again.error.code.value == "MANIFEST_SECRET", again
+    assert token[:20] not in again.to_json() and token[-20:] not in again.to_json()

@@ -8,7 +8,7 @@ that failed validation, or manifest content: only values this server produced or
 through `Call.facts`, and every string still passes the egress (a credential resolved later in the
 call is redacted even from an identifier that held it).
 
-Opening the file is the manifest reader's walk (`safe_read`): every directory from `/` opened with
+Opening the file is the manifest reader's walk (`files.py`): every directory from `/` opened with
 `O_NOFOLLOW` relative to its parent and checked (no symlink, owned by root or this user, not
 writable by others unless root-owned and sticky); then the file itself, which must be absent
 (created 0600) or a regular file owned by this user, mode 0600, one link, not on /proc, /sys or

@@ -10,7 +10,7 @@ passes one of them whatever produced it:
   protocol eras and on every transport): an unknown method is answered with a fixed message and no
   `data`; an unexpected exception becomes a fixed internal error (its type is logged, never its
   text); any other error's message and data pass the egress.
-- `clean_jsonrpc_error`, applied by the stdio transport (`stdio_bounded`) to every error it writes.
+- `clean_jsonrpc_error`, applied by the stdio transport (`doors/mcp/stdio.py`) to every error it writes.
 - `CleanErrorResponses`, an ASGI wrapper around the streamable-HTTP app, for the errors its
   transport writes itself (parse and shape errors, the 2026-07-28 envelope checks): the JSON body of
   a response is cleaned the same way.

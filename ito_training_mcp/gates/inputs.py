@@ -1,6 +1,6 @@
 """Gate 0: every argument well formed before anything else happens (contract §3).
 
-The same patterns feed the published MCP input schemas (`tool_specs.py`) and the runtime
+The same patterns feed the published MCP input schemas (`tools/specs.py`) and the runtime
 checks here, so the schema an agent reads and the check the server applies cannot drift.
 Refusals never echo a value: an agent may have put something secret where an id belongs.
 

@@ -3,7 +3,7 @@ operation shares (availability, manifest, capabilities, credential, identity, en
 
 Operations live by concern in `submit.py`, `lifecycle.py` (and later modules) as mixins of
 `ServiceBase`; `TrainingService` in `__init__` combines them. A gate refuses by raising `Refusal`;
-`_run` turns that into the envelope, passes it through the egress (`egress.py`: nothing leaves
+`_run` turns that into the envelope, passes it through the egress (`egress/clean.py`: nothing leaves
 unredacted or with a raw control or bidi character), and writes the audit line -- also when the
 call is interrupted. Gates 0-2 are local: they run before any credential is read or socket opened.
 """

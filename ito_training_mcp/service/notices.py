@@ -1,7 +1,7 @@
 """The notices an agent reads on success: what happened, and the one next step.
 
-The person's step runs through all of them: plan_training (or request_confirmation for cancel and
-cleanup) opens a request -> the user reviews and decides at the Itô desk, signing in themselves ->
+The person's step runs through all of them: plan_training (or request_confirmation for a cancel,
+cleanup or restart) opens a request -> the user reviews and decides at the Itô desk, signing in themselves ->
 confirmation_status tells the agent the decision and, when confirmed, the confirmation_ref -> the
 mutation, with that reference and one stable idempotency key.
 """

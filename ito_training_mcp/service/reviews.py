@@ -62,4 +62,10 @@ class Reviews:
             self._kept.popitem(last=False)
 
     def get(self, sha256: str) -> DigestedManifest | None:
-        return self._kept.get(sha256)
+        """The kept manifest, unless it holds a credential learnt since it was digested (then forgotten:
+        a new digest refuses it)."""
+        digested = self._kept.get(sha256)
+        if digested is not None and digested.holds_known_credential():
+            del self._kept[sha256]
+            return None
+        return digested

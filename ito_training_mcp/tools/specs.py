@@ -2,9 +2,9 @@
 
 Pure metadata with no MCP import, so the MCP door, the CLI, the docs tests and the snapshot test
 all read the same text. Adding a tool is one `ToolSpec` here (its `Arguments`, built from the
-gate-0 rules in `input_schemas.py`, and its typed `data` model from `output_schemas.py`) plus the
+gate-0 rules in `tools/arguments.py`, and its typed `data` model from `tools/results.py`) plus the
 core method of the same name; the door registers whatever `ALL_TOOLS` lists. The runtime checks
-live in `inputs.py`, so that refusals are envelopes that never echo a value; the published
+live in `gates/inputs.py`, so that refusals are envelopes that never echo a value; the published
 schemas accept exactly what those checks accept.
 """
 

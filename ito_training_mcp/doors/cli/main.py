@@ -1,14 +1,14 @@
 """`ito-training`: the CLI door over the same core and envelope as the MCP tools.
 
 `--json` prints the envelope the MCP tools return, with its words for a person: the notice is the
-CLI's own sentence for the person at the terminal (`cli_person.py`; the core's notices are written
+CLI's own sentence for the person at the terminal (`person.py`; the core's notices are written
 for an agent), the refusal message names CLI verbs and flags instead of tools and arguments,
 `error.details.argument` names the flag, and the notice ends with the next command to run
-(`cli_next_steps.py`). The exit code is 0 iff ok, 1 for a refusal, 2 for a usage error (also
+(`next_steps.py`). The exit code is 0 iff ok, 1 for a refusal, 2 for a usage error (also
 printed as an INVALID_INPUT envelope that names the flag at fault and never what was typed: a
-mistyped flag may be followed by a secret; `cli_usage.py`). Everything printed passes the egress
-(`egress.py`): no raw control or bidi character reaches the terminal, whatever a manifest or a
-backend put in a string (`cli_render.py`, also the progress bar). Ctrl-C ends with an envelope too
+mistyped flag may be followed by a secret; `usage.py`). Everything printed passes the egress
+(`egress/clean.py`): no raw control or bidi character reaches the terminal, whatever a manifest or a
+backend put in a string (`render.py`, also the progress bar). Ctrl-C ends with an envelope too
 (exit 1, never a traceback): for a mutation that may have been sent, SUBMISSION_OUTCOME_UNKNOWN; a
 closed stdout ends quietly.
 """

@@ -2,7 +2,7 @@
 
 Two parts. The words: the core writes its notices for agents ("Tell the user ...", "call
 training_status with the same idempotency_key"); the notice the CLI prints is its own, written for
-the person (`cli_person.py`). What the CLI does keep from the core -- the refusal message, a
+the person (`person.py`). What the CLI does keep from the core -- the refusal message, a
 description rather than an instruction -- passes ONE mapping, tool to verb (`VERBS`) and argument
 to flag (`FLAGS`), with references into the envelope (`data.x`, `error.details.y`) turned into
 words (`translate`). tests/test_cli_next_steps.py renders every code and every notice of the core

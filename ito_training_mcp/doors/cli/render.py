@@ -1,6 +1,6 @@
 """What `ito-training` prints: a short human form per verb, the exact JSON, and the progress bar.
 
-Every line passes the egress (`egress.py`) on the way out, after the envelope as a whole did: no
+Every line passes the egress (`egress/clean.py`) on the way out, after the envelope as a whole did: no
 raw control or bidi character reaches the terminal, whatever a manifest or a backend put in a
 string. Only the review summary (multi-line by design, built by this server) keeps line breaks.
 Human output names fields in words (`run id`, not `run_id`); `--json` prints the envelope's own

@@ -11,7 +11,7 @@ ships (SKILL.md and references/*.md). An existing file with the same bytes is le
 different one is replaced only with --force. Nothing is written unless every file can be: the
 whole plan is checked first.
 
-Everything printed, human or --json, passes the egress (`egress.py`): the directory shown has its
+Everything printed, human or --json, passes the egress (`egress/clean.py`): the directory shown has its
 control and bidi characters made visible and anything shaped like a credential redacted.
 
 Written safely: the skill directory, references/ and every file are opened relative to their

@@ -8,7 +8,7 @@ value back. Each tool call maps the envelope to `structuredContent` + one text b
 Protocol errors are JSON-RPC errors with fixed messages that echo nothing: an unknown tool,
 prompt or resource, a prompt given arguments, or a list cursor this server never issued, are
 `-32602` (invalid params) in both protocol eras; an unknown method is `-32601` without `data`.
-Every other protocol error leaves through the egress (`protocol_egress.py`).
+Every other protocol error leaves through the egress (`egress/protocol.py`).
 
 Talking back to the client during a call goes through `ToolCall`, which carries the SDK's request
 context for that call: progress notifications, and the review link of a newly opened confirmation

@@ -7,18 +7,25 @@ on a slow disk, and a mebibyte's parse and checks take milliseconds that the eve
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
 
+from ito_training_mcp.egress import redact
 from ito_training_mcp.envelope import ErrorCode, Gate
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.files import FileBytes, ReadHooks, read_regular_file
 from ito_training_mcp.gates.config import ManifestSettings
 from ito_training_mcp.gates.manifest.review import review
-from ito_training_mcp.gates.manifest.schema import SCHEMA_VERSION, TrainingManifest, parse_manifest
+from ito_training_mcp.gates.manifest.schema import (
+    SCHEMA_VERSION,
+    TrainingManifest,
+    configured_credentials,
+    parse_manifest,
+)
 
 T = TypeVar("T")
 
@@ -40,6 +47,15 @@ class DigestedManifest:
         if not self._review:
             self._review.append(review(self.manifest))
         return self._review[0]
+
+    def holds_known_credential(self) -> bool:
+        """Whether the manifest holds a credential this process has come to know since gate 2 passed it
+        (a token file is read only after gate 3): its review must not be shown again, since the layout can
+        split the value where the egress would no longer recognise it."""
+        if not redact.known_secrets():
+            return False
+        text = self.file.content.decode("utf-8")
+        return bool(configured_credentials(json.loads(text), text))
 
     def facts(self) -> dict[str, Any]:
         return {"path": self.file.path, "sha256": self.file.sha256, "size_bytes": self.file.size_bytes,

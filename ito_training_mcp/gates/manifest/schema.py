@@ -278,7 +278,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         refusal = ManifestRefusal(code, message, check=check, details=details)
         return refusal if _claims_to_be_a_manifest(document) else _keys_withheld(refusal)
 
-    findings = scan_document(document) + _configured_credentials(document, text)
+    findings = scan_document(document) + configured_credentials(document, text)
     if findings:
         raise refuse(ErrorCode.MANIFEST_SECRET,
                      f"The manifest contains {len(findings)} value(s) that look like credentials; see "
@@ -303,7 +303,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
                      "details.problems).", "schema", {"problems": problems[:MAX_SCHEMA_PROBLEMS]}) from None
 
 
-def _configured_credentials(document: Any, text: str) -> list[Finding]:
+def configured_credentials(document: Any, text: str) -> list[Finding]:
     """Where the document holds a credential this process knows (`ITO_API_KEY`, or one it resolved): such a
     value has no shape the scanner could know, and no review may carry it."""
     known = redact.known_secrets()
