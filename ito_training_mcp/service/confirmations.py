@@ -12,8 +12,9 @@ asks for one and learns the outcome:
 
 Every answer is checked for what its types cannot say: the plan and its request are bound to this
 account, booking and digest, the request to the manifest's maximum incremental cost, a cancel or
-cleanup request to its run. Neither POST is keyed, so nothing here retries one; a plan this process opened that still waits for
-the person is refused rather than opened again (`open_plans.py`); an unused request simply expires.
+cleanup request to its run. Neither POST is keyed, so nothing here retries one; a plan this process
+opened that still waits for the person is refused rather than opened again (`open_plans.py`); an
+unused request simply expires.
 
 `review_offer` and `with_elicitation` are what the MCP door needs to offer the review_url through
 URL-mode elicitation: the door does the protocol exchange; what it means is decided here.
