@@ -110,7 +110,7 @@ def test_an_envelope_keeps_its_multiline_fields_and_relays_nothing_secret() -> N
 
 def test_details_are_relayed_text_and_messages_are_ours() -> None:
     env = refusal(ErrorCode.BACKEND_ERROR, "The backend failed.\x1b[2J", live_api_contacted=True, gate=Gate.CREATE,
-                  details={"backend_code": "rk_live_" + "A" * 24, "status": 500})
+                  details={"backend_code": "rk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "status": 500})
     out = egress.clean_envelope(env)
     assert out.error is not None and out.error.details is not None
     assert out.error.details["backend_code"].startswith("<redacted")
