@@ -92,11 +92,12 @@ typecheck: $(STAMP)
 # What the suite needs besides .venv, each installed on first use: the Inspector and the conformance suite (npm,
 # into the checkout), the wheelhouse (pip download), and Debian's chromium (apt-get, only as root; or
 # ITO_SKIP_BROWSER=1). Network access for pip and npm the first time.
-# The suite runs on PYTEST_WORKERS processes (pytest-xdist); `make test PYTEST_WORKERS=0` runs it in one.
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist; an idle worker takes tests from a busy one);
+# `make test PYTEST_WORKERS=0` runs it in one.
 PYTEST_WORKERS ?= 2
 
 pytest: $(STAMP) $(INSPECTOR) $(CONFORMANCE_STAMP) $(WHEELHOUSE_STAMP) browser
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 test: lint typecheck pytest
 

@@ -134,16 +134,18 @@ BACKEND_VERBS = [
 ]
 
 
-@pytest.mark.parametrize("as_json", [True, False], ids=["json", "human"])
+# Every verb with --json; the human rendering of an interrupt is one path, tried with a read and a mutation.
+@pytest.mark.parametrize(("as_json", "verbs"), [(True, BACKEND_VERBS), (False, [BACKEND_VERBS[3], BACKEND_VERBS[2]])],
+                         ids=["json", "human"])
 def test_ctrl_c_ends_every_backend_verb_with_an_envelope(silent_backend: socket.socket, manifest_path: str,
-                                                         as_json: bool) -> None:
+                                                         as_json: bool, verbs: list[list[str]]) -> None:
     port = silent_backend.getsockname()[1]
     env = clean_env(ITO_API_URL=f"http://127.0.0.1:{port}", ITO_API_KEY="itotest_" + "k" * 24,
                     ITO_TRAINING_TIMEOUT_S="120", ITO_TRAINING_CONNECT_TIMEOUT_S="60")
     started = []
     held = []
     try:
-        for argv in BACKEND_VERBS:
+        for argv in verbs:
             argv = [manifest_path if a == "MANIFEST" else a for a in argv] + (["--json"] if as_json else [])
             process = subprocess.Popen([*ENTRY, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                        env=env)

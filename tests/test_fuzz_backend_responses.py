@@ -703,7 +703,7 @@ async def test_baseline_every_tool_succeeds_against_the_valid_fake(tool: str, ma
 
 # Examples per (target, tool), 1,530 in all: submit and plan walk several endpoints and read the manifest, so their
 # targets get fewer examples each; together the file stays well under 30 s.
-EXAMPLES: dict[tuple[str, str], int] = {pair: 55 if pair[1] in ("submit", "plan") else 80 for pair in TARGETS}
+EXAMPLES: dict[tuple[str, str], int] = {pair: 30 if pair[1] in ("submit", "plan") else 45 for pair in TARGETS}
 
 
 def call(tool: str, fake: FakeBackend, manifest_file: str) -> Envelope:

@@ -193,7 +193,7 @@ def _rule_drawn(spec: ToolSpec) -> st.SearchStrategy[dict[str, Any]]:
 
 @pytest.mark.parametrize("spec", ALL_TOOLS, ids=lambda s: s.name)
 def test_schema_and_gate0_agree_on_arguments_drawn_from_gate0_rules(spec: ToolSpec) -> None:
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_rule_drawn(spec))
     def agree(arguments: dict[str, Any]) -> None:
         assert schema_accepts(spec, arguments) == gate0_accepts(spec, arguments), arguments
@@ -205,7 +205,7 @@ def test_schema_and_gate0_agree_on_arguments_drawn_from_gate0_rules(spec: ToolSp
 def test_every_argument_object_the_schema_accepts_passes_gate0(spec: ToolSpec) -> None:
     schema = spec.input_schema()
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
     @given(_from_schema(schema))
     def accepted(arguments: dict[str, Any]) -> None:
         assume(schema_accepts(spec, arguments))  # cross-argument rules (exactly one of) are filtered here

@@ -80,17 +80,10 @@ def test_inspector_lists_every_tool_with_portable_schemas() -> None:
         assert tool["outputSchema"]["required"] == ["ok", "live_api_contacted", "notice"]
 
 
+# examples/inspector.md's commands (run by tests/test_docs.py) show availability, digest (ok and refused) and
+# submit (refused twice) through the Inspector; these are the tools it shows only against a backend.
 @pytest.mark.parametrize(("tool", "arguments", "exit_code", "code"), [
-    ("check_training_availability", {}, 5, "TRAINING_UNAVAILABLE"),
-    ("digest_manifest", {"manifest_path": "{manifest}"}, 0, None),
-    ("digest_manifest", {"manifest_path": "relative.json"}, 5, "MANIFEST_PATH_INVALID"),
-    ("submit_training", {"booking_id": "bk_1", "manifest_path": "{manifest}", "confirmation_ref": "cf_1",
-                         "idempotency_key": "inspector-key-000001"}, 5, "TRAINING_UNAVAILABLE"),
-    ("submit_training", {"booking_id": "bk_1", "manifest_path": "{manifest}", "confirmation_ref": "",
-                         "idempotency_key": "inspector-key-000001"}, 5, "CONFIRMATION_REQUIRED"),
     ("training_status", {"run_id": "run_1"}, 5, "TRAINING_UNAVAILABLE"),
-    ("plan_training", {"booking_id": "bk_1", "manifest_path": "{manifest}"}, 5, "TRAINING_UNAVAILABLE"),
-    ("request_confirmation", {"action": "training.cancel", "run_id": "run_1"}, 5, "TRAINING_UNAVAILABLE"),
     ("request_confirmation", {"action": "training.create", "run_id": "run_1"}, 5, "INVALID_INPUT"),
     ("confirmation_status", {"request_id": "creq_1", "wait_seconds": 1}, 5, "TRAINING_UNAVAILABLE"),
 ])

@@ -389,7 +389,6 @@ _SCHEMA_WORDS = frozenset(
 
 # python -m ito_training_mcp.gates.manifest.schema > schemas/ito.training.manifest.v1.schema.json
 if __name__ == "__main__":
-    import json
     import sys
 
     sys.stdout.write(json.dumps(manifest_json_schema(), indent=2, sort_keys=True) + "\n")
