@@ -130,9 +130,9 @@ async def test_a_review_kept_before_its_credential_was_known_is_not_shown_again(
     env = await service.digest_manifest(write_file(doc))
     assert env.ok and env.data is not None, env
     sha = env.data["sha256"]
-    assert service.full_review(sha) is not None
+    assert await service.full_review(sha) is not None
     Credential(token, "ITO_TOKEN_FILE")  # the process resolves it later
-    assert service.full_review(sha) is None
+    assert await service.full_review(sha) is None
     again = await service.digest_manifest(write_file(doc))
     assert again.error is not None and again.error.code.value == "MANIFEST_SECRET", again
     assert token[:20] not in again.to_json() and token[-20:] not in again.to_json()

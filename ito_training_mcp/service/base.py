@@ -240,9 +240,10 @@ class ServiceBase:
         self._reviews.keep(digested)
         return digested, review or {}
 
-    def full_review(self, sha256: str) -> DigestedManifest | None:
-        """A manifest this process digested lately, by its SHA-256 (for the MCP resource and the CLI)."""
-        return self._reviews.get(sha256)
+    async def full_review(self, sha256: str) -> DigestedManifest | None:
+        """A manifest this process digested lately, by its SHA-256 (for the MCP resource and the CLI),
+        checked again off the event loop in its turn (`ManifestGate`)."""
+        return await self._manifests.run(lambda: self._reviews.get(sha256))
 
     async def _gate_capabilities(
         self, api: BackendClient, settings: BackendSettings, operations: tuple[str, ...] = ()

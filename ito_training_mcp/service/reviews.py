@@ -2,8 +2,8 @@
 
 `review_data` is what digest_manifest and plan_training put in `data`: the review within the first bounds
 that fit (`gates/manifest/review.py`), its text, what is left out, and the MCP resource that serves the
-whole review. `Reviews` keeps the last few digested manifests of this process, so that resource and the
-CLI can show a review whole.
+whole review. `Reviews` keeps the bytes of the last few manifests this process digested, so that resource
+and the CLI can show a review whole.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ from collections import OrderedDict
 from typing import Any
 
 from ito_training_mcp.egress.clean import escape
+from ito_training_mcp.errors import ManifestRefusal
+from ito_training_mcp.files import FileBytes
 from ito_training_mcp.gates.manifest.digest import DigestedManifest
 from ito_training_mcp.gates.manifest.review import BOUNDS, REVIEW_WIDTH, review_lines, review_text, summary
+from ito_training_mcp.gates.manifest.schema import parse_manifest
 
 RESOURCE_TEMPLATE = "ito-training://manifests/{sha256}/review"
 REVIEW_BUDGET = 9_000  # bytes of a result's review, its text and the facts beside it
@@ -49,23 +52,32 @@ def full_review_text(digested: DigestedManifest, width: int = REVIEW_WIDTH) -> s
 
 
 class Reviews:
-    """The last few digested manifests, by digest (bounded in count and bytes)."""
+    """The bytes of the last few digested manifests, by digest (bounded in count and bytes).
+
+    Bytes, not parsed manifests: a parsed mebibyte is some hundred thousand objects, which every full
+    garbage collection would walk again (a pause of 100 ms or more for each call in flight). A review is
+    read seldom; `get` parses the bytes anew."""
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[str, DigestedManifest] = OrderedDict()
+        self._kept: OrderedDict[str, FileBytes] = OrderedDict()
 
     def keep(self, digested: DigestedManifest) -> None:
-        self._kept[digested.sha256] = digested
+        self._kept[digested.sha256] = digested.file
         self._kept.move_to_end(digested.sha256)
         while len(self._kept) > KEPT or (
-                len(self._kept) > 1 and sum(d.file.size_bytes for d in self._kept.values()) > KEPT_BYTES):
+                len(self._kept) > 1 and sum(f.size_bytes for f in self._kept.values()) > KEPT_BYTES):
             self._kept.popitem(last=False)
 
     def get(self, sha256: str) -> DigestedManifest | None:
-        """The kept manifest, unless it holds a credential learnt since it was digested (then forgotten:
-        a new digest refuses it)."""
-        digested = self._kept.get(sha256)
-        if digested is not None and digested.holds_known_credential():
-            del self._kept[sha256]
+        """The kept manifest, through gate 2 again (a few milliseconds a mebibyte: call it off the event
+        loop). None if it is not kept, or if gate 2 now refuses it: it holds a credential this process has
+        learnt since it was digested (a token file is read only after gate 3), and a review could split
+        that value where the egress would no longer recognise it. Such a manifest is forgotten."""
+        file = self._kept.get(sha256)
+        if file is None:
             return None
-        return digested
+        try:
+            return DigestedManifest(file=file, manifest=parse_manifest(file.content))
+        except ManifestRefusal:
+            self._kept.pop(sha256, None)
+            return None

@@ -33,6 +33,7 @@ from ito_training_mcp.doors.cli.usage import Parser, UsageError, from_leftovers
 from ito_training_mcp.egress import logs
 from ito_training_mcp.egress.clean import clean_line
 from ito_training_mcp.envelope import Envelope, ErrorCode, ErrorInfo, Gate
+from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates.manifest.review import review_lines
 from ito_training_mcp.service import TrainingService
 
@@ -302,7 +303,12 @@ def _whole_review(service: TrainingService, envelope: Envelope) -> list[str] | N
     shortened one), laid out for this terminal."""
     data = envelope.data or {}
     sha256 = data.get("sha256") or data.get("manifest_sha256")
-    digested = service.full_review(sha256) if isinstance(sha256, str) and "review" in data else None
+    if not isinstance(sha256, str) or "review" not in data:
+        return None
+    try:
+        digested = anyio.run(service.full_review, sha256)
+    except Refusal:  # busy: the shortened review stands
+        return None
     if digested is None:
         return None
     return review_lines(digested.review(), digested.sha256, terminal_columns())

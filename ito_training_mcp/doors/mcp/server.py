@@ -42,6 +42,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
@@ -73,6 +74,7 @@ from ito_training_mcp import __version__
 from ito_training_mcp.egress.clean import clean_text
 from ito_training_mcp.egress.protocol import ProtocolErrorEgress
 from ito_training_mcp.envelope import Envelope, ErrorCode, refusal
+from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates.manifest.schema import manifest_json_schema
 from ito_training_mcp.service import TrainingService
 from ito_training_mcp.service.confirmations import ReviewOffer, review_offer, with_elicitation
@@ -346,7 +348,10 @@ def build_server(service: TrainingService | None = None) -> Server[Any]:
     ) -> ReadResourceResult:
         review = _REVIEW_URI.fullmatch(params.uri)
         if review is not None:
-            digested = core.full_review(review.group(1))
+            try:
+                digested = await core.full_review(review.group(1))
+            except Refusal as busy:  # no turn to read manifests came in time
+                raise MCPError(code=INTERNAL_ERROR, message=clean_text(busy.message)) from None
             if digested is None:
                 raise MCPError(code=INVALID_PARAMS, message=_UNKNOWN_REVIEW)
             text = clean_text(full_review_text(digested), multiline=True, shapes=False)

@@ -7,14 +7,12 @@ on a slow disk, and a mebibyte's parse and checks take milliseconds that the eve
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
 
-from ito_training_mcp.egress import redact
 from ito_training_mcp.envelope import ErrorCode, Gate
 from ito_training_mcp.errors import Refusal
 from ito_training_mcp.files import FileBytes, ReadHooks, read_regular_file
@@ -23,7 +21,6 @@ from ito_training_mcp.gates.manifest.review import review
 from ito_training_mcp.gates.manifest.schema import (
     SCHEMA_VERSION,
     TrainingManifest,
-    configured_credentials,
     parse_manifest,
 )
 
@@ -47,15 +44,6 @@ class DigestedManifest:
         if not self._review:
             self._review.append(review(self.manifest))
         return self._review[0]
-
-    def holds_known_credential(self) -> bool:
-        """Whether the manifest holds a credential this process has come to know since gate 2 passed it
-        (a token file is read only after gate 3): its review must not be shown again, since the layout can
-        split the value where the egress would no longer recognise it."""
-        if not redact.known_secrets():
-            return False
-        text = self.file.content.decode("utf-8")
-        return bool(configured_credentials(json.loads(text), text))
 
     def facts(self) -> dict[str, Any]:
         return {"path": self.file.path, "sha256": self.file.sha256, "size_bytes": self.file.size_bytes,
@@ -86,6 +74,10 @@ class ManifestGate:
             digested = digest_manifest_file(path, settings)
             return digested, None if then is None else then(digested)
 
+        return await self.run(work)
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """`work` (a manifest's parse and checks) in a worker thread, when its turn comes."""
         with anyio.move_on_after(self._wait_s) as waited:
             await self._turns.acquire()
         if waited.cancelled_caught:
