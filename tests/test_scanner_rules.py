@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -36,6 +37,26 @@ def test_false_positive_is_not(rule: Rule, text: str) -> None:
         assert scan_document({text: "x"}) == []
     else:
         assert text_kinds(text) == []
+
+
+@pytest.mark.parametrize(("rule", "text"), TRUE + FALSE)
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_the_json_bytes_shortcut_agrees(rule: Rule, text: str, ascii_only: bool) -> None:
+    """Given the JSON bytes, the scan may stop before gathering strings (ASCII, no escape, no trigger);
+    it must then find exactly what the whole pipeline finds, in a key and in a value."""
+    for doc in ({text: "x"}, {"description": text, "note": [text]}):
+        source = json.dumps(doc, ensure_ascii=ascii_only).encode()
+        assert scan_document(doc, source=source) == scan_document(doc)
+
+
+def test_the_shortcut_reads_only_what_spells_every_string_out() -> None:
+    token = "ghp_" + "Zq4xW8rT2mK6pL0vB3nH7jD1sF5gY9cA2eUk"
+    assert scan._quiet(b'{"description": "a plain sentence"}')
+    assert not scan._quiet(json.dumps({"description": token}).encode())
+    spelt = json.dumps({"description": "\\u0067hp_" + token[4:]}).encode().replace(b"\\\\", b"\\")
+    assert b"ghp_" not in spelt and not scan._quiet(spelt)  # an escape: the strings must be gathered
+    assert not scan._quiet('{"d": "caf\u00e9"}'.encode())  # not ASCII: normal forms may differ
+    assert [f.kind for f in scan_document(json.loads(spelt), source=spelt)] == ["github_token"]
 
 
 def test_every_rule_has_samples() -> None:

@@ -401,8 +401,11 @@ def _matches(text: _Text, rules: list[int], end_of_keys: int, limit: int,
 
 # ---------------------------------------------------------------------------- 5. findings
 
-def scan_document(document: Any, *, limit: int = LIMIT) -> list[Finding]:
-    """Every key and string value of a parsed JSON document, in document order: at most `limit` findings."""
+def scan_document(document: Any, *, limit: int = LIMIT, source: bytes | None = None) -> list[Finding]:
+    """Every key and string value of a parsed JSON document, in document order: at most `limit` findings.
+    `source`: the JSON bytes it was parsed from, when at hand (see `_quiet`)."""
+    if source is not None and _quiet(source):
+        return []
     keys, values = _texts(document)
     data, rules = _prepare(keys + values)
     if not rules:
@@ -440,6 +443,13 @@ def scan_document(document: Any, *, limit: int = LIMIT) -> list[Finding]:
         rows.append((order, index >= n_keys, kind, path))
     rows.sort(key=lambda row: row[:3])
     return [Finding(pointer(path), kind, not is_value) for _, is_value, kind, path in rows[:limit]]
+
+
+def _quiet(source: bytes) -> bool:
+    """JSON bytes that hold no rule's trigger as they stand, read where that settles it: every string of
+    ASCII JSON without a backslash is spelt out in it, already in its normal form, so a trigger in a
+    string would show here too. Most manifests end here, without their strings gathered one by one."""
+    return source.isascii() and b"\\" not in source and not _compiled().triggers.Match(source)
 
 
 def text_kinds(text: str) -> list[str]:

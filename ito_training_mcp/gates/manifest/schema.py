@@ -278,7 +278,7 @@ def parse_manifest(content: bytes) -> TrainingManifest:
         refusal = ManifestRefusal(code, message, check=check, details=details)
         return refusal if _claims_to_be_a_manifest(document) else _keys_withheld(refusal)
 
-    findings = scan_document(document) + configured_credentials(document, text)
+    findings = scan_document(document, source=content) + configured_credentials(document, text)
     if findings:
         raise refuse(ErrorCode.MANIFEST_SECRET,
                      f"The manifest contains {len(findings)} value(s) that look like credentials; see "
