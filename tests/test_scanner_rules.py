@@ -57,6 +57,10 @@ def test_the_shortcut_reads_only_what_spells_every_string_out() -> None:
     assert b"ghp_" not in spelt and not scan._quiet(spelt)  # an escape: the strings must be gathered
     assert not scan._quiet('{"d": "caf\u00e9"}'.encode())  # not ASCII: normal forms may differ
     assert [f.kind for f in scan_document(json.loads(spelt), source=spelt)] == ["github_token"]
+    for encoding in ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):  # json.loads reads these too
+        wide = '{"password": "Hunter2Winter!"}'.encode(encoding)
+        assert not scan._quiet(wide)
+        assert scan_document(json.loads(wide), source=wide) == scan_document(json.loads(wide)) != []
 
 
 def test_every_rule_has_samples() -> None:

@@ -448,8 +448,10 @@ def scan_document(document: Any, *, limit: int = LIMIT, source: bytes | None = N
 def _quiet(source: bytes) -> bool:
     """JSON bytes that hold no rule's trigger as they stand, read where that settles it: every string of
     ASCII JSON without a backslash is spelt out in it, already in its normal form, so a trigger in a
-    string would show here too. Most manifests end here, without their strings gathered one by one."""
-    return source.isascii() and b"\\" not in source and not _compiled().triggers.Match(source)
+    string would show here too. Most manifests end here, without their strings gathered one by one.
+    A NUL byte means the bytes are not UTF-8 JSON (`json.loads` reads UTF-16 and UTF-32 too)."""
+    return (source.isascii() and b"\\" not in source and b"\x00" not in source
+            and not _compiled().triggers.Match(source))
 
 
 def text_kinds(text: str) -> list[str]:
