@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 
-from ito_training_mcp.backend import client as backend_client
 from ito_training_mcp.backend.client import BackendClient, BackendRefusal, Exchange
+from ito_training_mcp.backend.client import refusals as client_refusals
 from ito_training_mcp.backend.credentials import Credential
 from ito_training_mcp.backend.models import Me
 from ito_training_mcp.envelope import Gate
@@ -106,7 +106,7 @@ async def tools(base: str, scenario: str, manifest: str) -> None:
 async def direct(base: str, scenario: str, manifest: str) -> None:
     del manifest
     for endpoint, method, path in ENDPOINTS:
-        backend_client._revoked_fingerprints.clear()
+        client_refusals._revoked_fingerprints.clear()
         settings = BackendSettings.from_env(env_for(f"{base}/h/{scenario}/{endpoint}"))
         assert settings is not None
         exchange = Exchange()

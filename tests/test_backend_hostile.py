@@ -30,9 +30,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp.backend import client as backend_client
 from ito_training_mcp.backend import wire as backend_wire
 from ito_training_mcp.backend.client import BackendClient, BackendRefusal, Exchange
+from ito_training_mcp.backend.client import refusals as client_refusals
 from ito_training_mcp.backend.credentials import Credential
 from ito_training_mcp.backend.models import Me
 from ito_training_mcp.envelope import Gate
@@ -83,9 +83,9 @@ def manifest(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(autouse=True)
 def forget_revocations() -> Iterator[None]:
-    backend_client._revoked_fingerprints.clear()
+    client_refusals._revoked_fingerprints.clear()
     yield
-    backend_client._revoked_fingerprints.clear()
+    client_refusals._revoked_fingerprints.clear()
 
 
 def env_for(url: str, **extra: str) -> dict[str, str]:

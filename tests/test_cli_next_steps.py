@@ -142,7 +142,7 @@ def test_every_success_notice_names_cli_verbs_and_flags(name: str, notice: str) 
 
 def _core_next_steps() -> list[str]:
     """The next steps the core writes for a specific situation instead of the registry's."""
-    from ito_training_mcp.backend.client import BackendClient
+    from ito_training_mcp.backend.client.refusals import redirect as redirect_refusal
     from ito_training_mcp.service import base, lifecycle
 
     steps = []
@@ -153,7 +153,7 @@ def _core_next_steps() -> list[str]:
             if step is not None:
                 steps.append(step)
         for mutation in (True, False):
-            redirect = BackendClient._redirect(302, Gate.CREATE, mutation)
+            redirect = redirect_refusal(302, Gate.CREATE, mutation)
             steps += [redirect.next_step or "", redirect.message]
     for facts in ({"idempotency_key": "key-0000000000000001"},
                   {"idempotency_key": "key-0000000000000001", "action": "cancel", "run_id": "run_1"},

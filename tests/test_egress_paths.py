@@ -282,7 +282,7 @@ def test_property_any_backend_string_leaves_clean(target: str, tool: str, fuzz_m
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
-        fz.backend_client._revoked_fingerprints.clear()
+        fz.client_refusals._revoked_fingerprints.clear()
         status, body = fz.VALID[target](fz.REF_OF_TOOL.get(tool, ""))
         if target == "capabilities":
             body = {**body, "training": {"available": True, "operations": [

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp.backend import client as backend_client
 from ito_training_mcp.backend.client import BackendClient, Exchange
+from ito_training_mcp.backend.client import refusals as client_refusals
 from ito_training_mcp.backend.credentials import Credential
 from ito_training_mcp.backend.models import Me
 from ito_training_mcp.errors import ConfigRefusal
@@ -297,7 +297,7 @@ def test_https_localhost_keeps_its_name_for_tls() -> None:
     assert str(request.url) == "https://127.0.0.1:8443/base/v1/me"
     assert request.headers["host"] == "localhost:8443"
     assert request.extensions["sni_hostname"] == "localhost"
-    backend_client._revoked_fingerprints.clear()
+    client_refusals._revoked_fingerprints.clear()
 
 
 def test_default_ports_leave_the_host_header_bare() -> None:

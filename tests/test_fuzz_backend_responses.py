@@ -39,7 +39,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ito_training_mcp.backend import client as backend_client
+from ito_training_mcp.backend.client import answers as client_answers
+from ito_training_mcp.backend.client import refusals as client_refusals
+from ito_training_mcp.backend.client import session as client_session
 from ito_training_mcp.backend.models import CONFIRMATION_OPERATIONS, REQUIRED_OPERATIONS
 from ito_training_mcp.envelope import CONTRACT_CODES, Envelope, ErrorCode
 from ito_training_mcp.service import TrainingService
@@ -293,16 +295,16 @@ def fast_recovery() -> Iterator[None]:
     """No real sleeping between recovery rounds: the number of rounds, not their pacing, is under test."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(service_module, "RECOVERY_BACKOFF_S", (0.0,))
-        mp.setattr(backend_client, "_RETRY_BACKOFF_S", (0.0, 0.0))
+        mp.setattr(client_session, "_RETRY_BACKOFF_S", (0.0, 0.0))
         yield
 
 
 @pytest.fixture(autouse=True)
 def forget_revocations() -> Iterator[None]:
     """The client remembers revoked tokens for the life of the process; each test starts clean."""
-    backend_client._revoked_fingerprints.clear()
+    client_refusals._revoked_fingerprints.clear()
     yield
-    backend_client._revoked_fingerprints.clear()
+    client_refusals._revoked_fingerprints.clear()
 
 
 # ---------------------------------------------------------------------------- the tools
@@ -543,7 +545,7 @@ raw_bytes = st.one_of(
 )
 
 BACKEND_CODES = [
-    *backend_client._ERROR_CODES, "credential_revoked", "forbidden", "insufficient_scope", "rate_limited",
+    *client_answers._ERROR_CODES, "credential_revoked", "forbidden", "insufficient_scope", "rate_limited",
     "internal", "Run_Not_Found", "", "x" * 200, MARKER,
 ]
 error_bodies = st.one_of(
@@ -720,7 +722,7 @@ def test_any_response_gives_a_safe_envelope(target: str, tool: str, manifest_fil
               suppress_health_check=_HEALTH)
     @given(reply=replies(base_body(target, tool)))
     def check(reply: Reply) -> None:
-        backend_client._revoked_fingerprints.clear()
+        client_refusals._revoked_fingerprints.clear()
         fake = FakeBackend(target, reply)
         env = call(tool, fake, manifest_file)
         wire = assert_well_formed(env, fake)
@@ -769,7 +771,7 @@ def test_revoked_credential_stops_the_call_at_once(target: str, tool: str, manif
     @settings(max_examples=12, deadline=None, derandomize=True, database=None, suppress_health_check=_HEALTH)
     @given(reply=revoking_401s())
     def check(reply: Reply) -> None:
-        backend_client._revoked_fingerprints.clear()
+        client_refusals._revoked_fingerprints.clear()
         fake = FakeBackend(target, reply)
         env = call(tool, fake, manifest_file)
         wire = assert_well_formed(env, fake)

@@ -215,3 +215,12 @@ async def test_the_plugin_command_line_serves_every_tool(
         result = await client.call_tool("check_training_availability", {})
     assert result.is_error and result.structured_content is not None
     assert result.structured_content["error"]["code"] == "TRAINING_UNAVAILABLE"
+
+
+def test_the_wheel_lists_every_subpackage() -> None:
+    """setuptools ships only the packages pyproject names: a new subpackage left out would be missing from
+    the wheel that pip, uvx and the plugin install."""
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(init.parent.relative_to(REPO).parts)
+               for init in (REPO / "ito_training_mcp").rglob("__init__.py")}
+    assert on_disk <= listed, sorted(on_disk - listed)

@@ -2,7 +2,7 @@
 
 Pure metadata with no MCP import, so the MCP door, the CLI, the docs tests and the snapshot test
 all read the same text. Adding a tool is one `ToolSpec` here (its `Arguments`, built from the
-gate-0 rules in `tools/arguments.py`, and its typed `data` model from `tools/results.py`) plus the
+gate-0 rules in `tools/arguments.py`, and its typed `data` model from `tools/results/`) plus the
 core method of the same name; the door registers whatever `ALL_TOOLS` lists. The runtime checks
 live in `gates/inputs.py`, so that refusals are envelopes that never echo a value; the published
 schemas accept exactly what those checks accept.

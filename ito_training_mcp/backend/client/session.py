@@ -1,112 +1,51 @@
-"""The client of the canonical `ito.training.v1` API (contract §7), defensive by construction.
+"""`BackendClient`: one per tool call, one exchange at a time, each bounded and checked on the wire.
 
-- Every exchange has a connect timeout and an overall deadline enforced with anyio (httpx's
-  timeouts are per phase: a server dripping a byte a second would defeat them).
-- The wire is checked before the body is read (see `backend_wire`): only identity content
-  coding is asked for and accepted, so a compressed "bomb" is refused unread; framing and
-  `Content-Length` are checked; the cap counts bytes as they arrive on the wire, never decoded.
-- A redirect (any 3xx) is an answer, never followed and never retried: `BACKEND_INVALID_RESPONSE`
-  with `redirected=True` and `ambiguous=False`, naming `ITO_API_URL`.
-- Proxies from the environment are not used, so the credential can only go to the configured
-  origin, and only requests built from that origin carry it. `localhost` is dialled as 127.0.0.1
-  with `Host: localhost`: no name lookup decides where a plain-http request goes.
-- Only connect failures are retried (nothing was sent). Anything that may have reached the
-  server is reported as ambiguous, so the service can recover by idempotency key instead.
-- A 401 with `error="invalid_token"` is `CREDENTIAL_REVOKED` at once; the token is remembered as
-  revoked for the life of the process and never sent again.
-- Every body is validated against `backend_models`; anything else is `BACKEND_INVALID_RESPONSE`.
-- Whether a request left the process is recorded precisely (httpcore's trace: headers started).
-- Over plain http (loopback only) the token is sent only to a listener that proved, for this call,
-  that it is the backend the token belongs to (`origin_proof.py`); any other listener gets nothing
-  but a handle of the token, and the call is refused (`BACKEND_INVALID_RESPONSE`, reason
-  `origin_unproven`). Over https, TLS authenticates the server and no proof is asked.
-- A call that waits (a long poll) bounds the client by its time budget (`limit_to`, `within`):
-  each exchange then gets the smaller of its own deadline and what is left of the budget, and one
-  that would start with nothing left is not sent. Running out of the budget is `BudgetSpent`.
+Its exchanges: a connect timeout and an overall deadline (anyio), identity coding only, the head judged
+before the body is read, the body capped as it comes off the wire, connect failures retried (nothing was
+sent), anything that may have reached the server reported as ambiguous. Over plain http the listener
+proves it is the token's backend before the token goes out (`origin_proof.py`). The call's time budget
+(`limit_to`, `within`) bounds every exchange of a wait.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
-import re
 import secrets
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import anyio
 import httpx
-from pydantic import BaseModel, ValidationError
 
 from ito_training_mcp import __version__
 from ito_training_mcp.backend import origin_proof
 from ito_training_mcp.backend import wire as backend_wire
+from ito_training_mcp.backend.client.answers import M, refusal_for, validate
+from ito_training_mcp.backend.client.refusals import (
+    BackendRefusal,
+    BudgetSpent,
+    fingerprint,
+    invalid,
+    is_known_revoked,
+    origin_unproven,
+    redirect,
+)
 from ito_training_mcp.backend.credentials import Credential
-from ito_training_mcp.backend.models import ErrorBody, OriginProof
+from ito_training_mcp.backend.models import OriginProof
 from ito_training_mcp.envelope import ErrorCode, Gate
-from ito_training_mcp.errors import Refusal
 from ito_training_mcp.gates.config import BackendSettings
-from ito_training_mcp.gates.manifest import strict_json
 
 log = logging.getLogger("ito_training_mcp.backend")
 
 USER_AGENT = f"ito-training-mcp/{__version__}"
 CONNECT_RETRIES = 2
 _RETRY_BACKOFF_S = (0.05, 0.2)
-_SAFE_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_ASCII_COUNT = backend_wire.ASCII_COUNT
-_INVALID_TOKEN = re.compile(r'error\s*=\s*"?invalid_token"?', re.IGNORECASE)
-_INSUFFICIENT_SCOPE = re.compile(r'error\s*=\s*"?insufficient_scope"?', re.IGNORECASE)
-
-M = TypeVar("M", bound=BaseModel)
-
-# Backend error codes -> our codes. The status must agree, or the response is not trusted.
-_ERROR_CODES: dict[str, tuple[frozenset[int], ErrorCode]] = {
-    "booking_not_found": (frozenset({404}), ErrorCode.BOOKING_NOT_FOUND),
-    "booking_not_eligible": (frozenset({403, 409, 422}), ErrorCode.BOOKING_NOT_ELIGIBLE),
-    "confirmation_not_found": (frozenset({404}), ErrorCode.CONFIRMATION_NOT_FOUND),
-    "confirmation_expired": (frozenset({410}), ErrorCode.CONFIRMATION_EXPIRED),
-    "confirmation_consumed": (frozenset({409}), ErrorCode.CONFIRMATION_CONSUMED),
-    "confirmation_mismatch": (frozenset({422}), ErrorCode.CONFIRMATION_MISMATCH),
-    "digest_mismatch": (frozenset({422}), ErrorCode.DIGEST_MISMATCH),
-    "idempotency_conflict": (frozenset({422}), ErrorCode.IDEMPOTENCY_CONFLICT),
-    "idempotency_in_flight": (frozenset({409}), ErrorCode.IDEMPOTENCY_IN_FLIGHT),
-    "validation_rejected": (frozenset({422}), ErrorCode.VALIDATION_REJECTED),
-    "budget_exceeded": (frozenset({402}), ErrorCode.BUDGET_EXCEEDED),
-    "run_not_found": (frozenset({404}), ErrorCode.RUN_NOT_FOUND),
-    "run_not_cancellable": (frozenset({409}), ErrorCode.RUN_NOT_CANCELLABLE),
-}
-_MESSAGES: dict[ErrorCode, str] = {
-    ErrorCode.BOOKING_NOT_FOUND: "The backend knows no such booking for this account.",
-    ErrorCode.BOOKING_NOT_ELIGIBLE: "The backend says this booking is not eligible for training.",
-    ErrorCode.CONFIRMATION_NOT_FOUND: "The backend knows no such confirmation for this account.",
-    ErrorCode.CONFIRMATION_EXPIRED: "The confirmation has expired.",
-    ErrorCode.CONFIRMATION_CONSUMED: "The confirmation was already used.",
-    ErrorCode.CONFIRMATION_MISMATCH: "The confirmation does not match this action, account, booking or run.",
-    ErrorCode.DIGEST_MISMATCH: "The manifest digest differs from the one the user confirmed.",
-    ErrorCode.IDEMPOTENCY_CONFLICT: "This idempotency key is already bound to a different request.",
-    ErrorCode.IDEMPOTENCY_IN_FLIGHT: "A request with this idempotency key is still being processed.",
-    ErrorCode.VALIDATION_REJECTED: "The backend's validation rejected the request.",
-    ErrorCode.BUDGET_EXCEEDED: "The request exceeds the budget the backend allows.",
-    ErrorCode.RUN_NOT_FOUND: "This account has no run with that id.",
-    ErrorCode.RUN_NOT_CANCELLABLE: "The run can no longer be cancelled.",
-}
-
-_revoked_fingerprints: set[str] = set()
-
-
-def _fingerprint(credential: Credential) -> str:
-    return hashlib.sha256(credential.authorization().encode()).hexdigest()
-
-
-def is_known_revoked(credential: Credential) -> bool:
-    return _fingerprint(credential) in _revoked_fingerprints
 
 
 @dataclass
@@ -117,59 +56,19 @@ class Exchange:
     requests_sent: int = 0
 
 
-class BackendRefusal(Refusal):
-    """A refusal that came from (or on the way to) the backend.
-
-    `ambiguous` is True when the request may have been processed although no trustworthy
-    answer arrived: the caller must look the outcome up by idempotency key, never resend blindly.
-
-    `redirected` is True when the backend answered with a 3xx. That is an answer, not a lost
-    response: it is never ambiguous, never followed and never resent. After a redirected mutation
-    the caller may look the outcome up once, so the agent learns whether it took effect.
-    """
-
-    def __init__(
-        self,
-        code: ErrorCode,
-        message: str,
-        *,
-        gate: Gate | None,
-        ambiguous: bool = False,
-        redirected: bool = False,
-        details: dict[str, Any] | None = None,
-        retryable: bool | None = None,
-        next_step: str | None = None,
-    ) -> None:
-        super().__init__(code, message, gate=gate, details=details, retryable=retryable, next_step=next_step)
-        self.ambiguous = ambiguous
-        self.redirected = redirected
-
-
 def segment(value: str) -> str:
     """A validated id as one URL path segment."""
     return quote(value, safe="")
+
+
+def run_path(run_id: str, suffix: str = "") -> str:
+    return f"/v1/training-runs/{segment(run_id)}{suffix}"
 
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One verifying context per process: building one costs tens of milliseconds."""
     return ssl.create_default_context()
-
-
-class BudgetSpent(BackendRefusal):
-    """An exchange stopped (or was not started) because the call's time budget ran out, not because
-    the backend exceeded its own deadline. A wait treats it as the end of the wait."""
-
-    def __init__(self, method: str, path: str, *, gate: Gate | None, mutation: bool, sent: bool,
-                 deadline_s: float) -> None:
-        super().__init__(
-            ErrorCode.BACKEND_TIMEOUT,
-            f"This call's time budget (ITO_TRAINING_MAX_WAIT_S) ran out before the backend answered {method} "
-            f"{path}. The backend was slow; nothing was changed by this read.",
-            gate=gate, ambiguous=sent and mutation, retryable=True,
-            details={"deadline_s": round(deadline_s, 3), "budget_spent": True},
-            next_step="Make the same call again (with a smaller wait_seconds if this repeats).",
-        )
 
 
 class BackendClient:
@@ -261,7 +160,7 @@ class BackendClient:
         """A one-way fingerprint of the attached credential, for in-memory caches keyed by identity."""
         if self._credential is None:
             return ""
-        return _fingerprint(self._credential)
+        return fingerprint(self._credential)
 
     # ------------------------------------------------------------------ one exchange
 
@@ -301,9 +200,9 @@ class BackendClient:
         )
         log.debug("%s %s -> %s in %.0f ms", method, path, status, (time.monotonic() - started) * 1000)
         if 200 <= status < 300:
-            return status, self._validate(model, body, content_type, gate=gate, mutation=mutation)
-        raise self._refusal_for(status, body, content_type, www_authenticate, retry_after, gate=gate,
-                                mutation=mutation)
+            return status, validate(model, body, content_type, gate=gate, mutation=mutation)
+        raise refusal_for(status, body, content_type, www_authenticate, retry_after, gate=gate, mutation=mutation,
+                          credential=self._credential)
 
     async def prove_origin(self, gate: Gate | None) -> None:
         """Plain http: before the token goes anywhere, the listener proves that it is the backend the token
@@ -329,10 +228,10 @@ class BackendClient:
                     ErrorCode.AUTH_REJECTED, "The backend does not know the configured API token; it was not sent.",
                     gate=gate, details={"setting": credential.source, "reason": "token_unknown"},
                 ) from None
-            raise _origin_unproven(gate) from None
+            raise origin_unproven(gate) from None
         if not origin_proof.matches(answer.proof, key, nonce, origin_proof.authority(endpoint.dial_host,
                                                                                      endpoint.port)):
-            raise _origin_unproven(gate)
+            raise origin_unproven(gate)
         self._origin_unproven = False
 
     def _same_origin(self, url: httpx.URL) -> bool:
@@ -429,14 +328,14 @@ class BackendClient:
         """Judge the status line and headers, then read at most `cap` bytes as they came off the wire."""
         status = response.status_code
         if 300 <= status < 400:
-            raise self._redirect(status, gate, mutation)
+            raise redirect(status, gate, mutation)
         problem = backend_wire.head_problem(status, response.headers.raw, cap)
         if problem is not None:
-            raise self._invalid(problem, gate, mutation)
+            raise invalid(problem, gate, mutation)
         body = bytearray()
         async for chunk in _raw_chunks(response):
             if len(body) + len(chunk) > cap:
-                raise self._invalid(backend_wire.TOO_LARGE, gate, mutation)
+                raise invalid(backend_wire.TOO_LARGE, gate, mutation)
             body += chunk
         return (
             status,
@@ -445,111 +344,6 @@ class BackendClient:
             response.headers.get("www-authenticate", ""),
             response.headers.get("retry-after"),
         )
-
-    # ------------------------------------------------------------------ interpreting answers
-
-    @staticmethod
-    def _invalid(message: str, gate: Gate | None, mutation: bool) -> BackendRefusal:
-        return BackendRefusal(ErrorCode.BACKEND_INVALID_RESPONSE, message, gate=gate, ambiguous=mutation)
-
-    @staticmethod
-    def _redirect(status: int, gate: Gate | None, mutation: bool) -> BackendRefusal:
-        """A 3xx is the backend's answer: refused, never followed, never resent, never ambiguous."""
-        then = (" For a submit, cancel or cleanup, call training_status (same idempotency_key or run_id) once the "
-                "setting is fixed, to learn whether it took effect, before trying again.") if mutation else ""
-        return BackendRefusal(
-            ErrorCode.BACKEND_INVALID_RESPONSE,
-            f"The backend answered with a redirect (status {status}), which this client never follows; nothing "
-            "was re-sent. Check that ITO_API_URL points at the API origin itself.",
-            gate=gate, ambiguous=False, redirected=True,
-            details={"status": status, "setting": "ITO_API_URL"},
-            next_step=("Tell the user the backend answered with a redirect: ITO_API_URL must point at the API "
-                       "origin itself, not at an address that redirects. Do not retry until the setting is fixed."
-                       + then),
-        )
-
-    def _parse_json(self, body: bytes, content_type: str) -> Any:
-        media = content_type.split(";", 1)[0].strip().lower()
-        if media != "application/json" and not media.endswith("+json"):
-            raise ValueError("not JSON")
-        return strict_json.loads(body, decimal_fractions=False)
-
-    def _validate(self, model: type[M], body: bytes, content_type: str, *, gate: Gate | None, mutation: bool) -> M:
-        try:
-            return model.model_validate(self._parse_json(body, content_type))
-        except (ValueError, ValidationError):
-            raise self._invalid(
-                f"The backend's response does not match the {model.__name__} schema of ito.training.v1.",
-                gate, mutation,
-            ) from None
-
-    def _error_body(self, body: bytes, content_type: str) -> ErrorBody | None:
-        try:
-            return ErrorBody.model_validate(self._parse_json(body, content_type))
-        except (ValueError, ValidationError):
-            return None
-
-    def _refusal_for(
-        self,
-        status: int,
-        body: bytes,
-        content_type: str,
-        www_authenticate: str,
-        retry_after: str | None,
-        *,
-        gate: Gate | None,
-        mutation: bool,
-    ) -> BackendRefusal:
-        error = self._error_body(body, content_type)
-        code = error.error.code if error else None
-        details: dict[str, Any] = {"status": status}
-        if code and _SAFE_CODE.fullmatch(code):
-            details["backend_code"] = code
-        if error and error.error.reason and _SAFE_CODE.fullmatch(error.error.reason):
-            details["reason"] = error.error.reason
-
-        if status == 401:
-            if _INVALID_TOKEN.search(www_authenticate) or code == "credential_revoked":
-                if self._credential is not None:
-                    _revoked_fingerprints.add(_fingerprint(self._credential))
-                return BackendRefusal(
-                    ErrorCode.CREDENTIAL_REVOKED,
-                    "The backend says the credential is revoked or expired. Nothing further was sent.",
-                    gate=gate, details=details,
-                )
-            return BackendRefusal(ErrorCode.AUTH_REJECTED, "The backend rejected the credential.", gate=gate,
-                                  details=details)
-        if status == 403 and (code in (None, "forbidden", "insufficient_scope")
-                              or _INSUFFICIENT_SCOPE.search(www_authenticate)):
-            return BackendRefusal(ErrorCode.AUTH_FORBIDDEN, "The credential is not allowed to do this.",
-                                  gate=gate, details=details)
-        if code in _ERROR_CODES and status in _ERROR_CODES[code][0]:
-            ours = _ERROR_CODES[code][1]
-            return BackendRefusal(ours, _MESSAGES[ours], gate=gate, details=details,
-                                  ambiguous=ours is ErrorCode.IDEMPOTENCY_IN_FLIGHT)
-        if status == 429:
-            if retry_after and _ASCII_COUNT.fullmatch(retry_after):
-                details["retry_after_s"] = min(int(retry_after), 86_400)
-            return BackendRefusal(ErrorCode.RATE_LIMITED, "The backend is rate limiting this account.", gate=gate,
-                                  details=details)
-        if status >= 500:
-            return BackendRefusal(ErrorCode.BACKEND_ERROR, f"The backend failed with status {status}.", gate=gate,
-                                  details=details, ambiguous=mutation, retryable=True)
-        return BackendRefusal(ErrorCode.BACKEND_ERROR, f"The backend refused the request with status {status}.",
-                              gate=gate, details=details, retryable=False)
-
-
-def _origin_unproven(gate: Gate | None) -> BackendRefusal:
-    return BackendRefusal(
-        ErrorCode.BACKEND_INVALID_RESPONSE,
-        "The listener at ITO_API_URL (plain http) did not prove that it is the backend the API token belongs to, "
-        "so the token was not sent.",
-        gate=gate, retryable=False, details={"reason": "origin_unproven", "setting": "ITO_API_URL"},
-        next_step=("Tell the user the program listening at ITO_API_URL did not prove that it is the Itô backend: "
-                   "another program may hold that port, or the backend does not offer the origin proof that plain "
-                   "http needs. The API token was not sent. They should check what listens there, or use an https "
-                   "ITO_API_URL. Do not retry until they have."),
-    )
 
 
 async def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
@@ -563,7 +357,3 @@ async def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
         return
     async for chunk in response.aiter_raw():
         yield chunk
-
-
-def run_path(run_id: str, suffix: str = "") -> str:
-    return f"/v1/training-runs/{segment(run_id)}{suffix}"
