@@ -15,7 +15,6 @@ keyed.
 
 from __future__ import annotations
 
-import base64
 import re
 
 from starlette.routing import Route
@@ -32,9 +31,9 @@ from .public import (
     V1Route,
     eligibility,
     field_id,
+    manifest_and_booking,
     no_restart_proposed,
     own_run,
-    sha256_hex,
 )
 from .state import Backend
 from .wire import Reply, only_keys, parse_object, read_body
@@ -63,16 +62,7 @@ async def create_plan(backend: Backend, ctx: Ctx) -> Reply:
         raise invalid_request("manifest_b64 must be a string.")
     # No await from here on.
     store, account_id = backend.store, ctx.account_id
-    try:
-        manifest_bytes = base64.b64decode(encoded, validate=True)
-    except ValueError:
-        raise ApiError(422, "digest_mismatch", "manifest_b64 is not standard base64.",
-                       reason="invalid_base64") from None
-    if sha256_hex(manifest_bytes) != digest:
-        raise ApiError(422, "digest_mismatch", "The SHA-256 of manifest_b64 is not manifest_sha256.")
-    booking = store.booking(booking_id)
-    if booking is None or booking["account_id"] != account_id:
-        raise ApiError(404, "booking_not_found", "No such booking for this account.")
+    manifest_bytes, booking = manifest_and_booking(store, account_id, booking_id, encoded, digest)
     eligible, reason = eligibility(booking, store.clock())
     if not eligible:
         raise ApiError(403, "booking_not_eligible", "The booking is not eligible for training.", reason=reason)

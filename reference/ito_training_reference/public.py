@@ -32,7 +32,7 @@ from . import curriculum, faults, lifecycle, policy
 from .errors import ApiError, invalid_request
 from .lifecycle import RunRecord
 from .state import Backend
-from .store import new_id, rfc3339
+from .store import Store, new_id, rfc3339
 from .wire import MAX_REQUEST_BYTES, Reply, bearer, only_keys, parse_object, read_body
 
 READ, WRITE = "training:read", "training:write"
@@ -182,6 +182,23 @@ def no_restart_proposed(rec: RunRecord) -> ApiError:
                     reason="no_restart_proposed")
 
 
+def manifest_and_booking(store: Store, account_id: str, booking_id: str, encoded: str,
+                         digest: str) -> tuple[bytes, sqlite3.Row]:
+    """A plan's or a create's manifest bytes, which must hash to `digest`, and the account's booking (its
+    eligibility is the caller's to judge, at its own reading of the clock)."""
+    try:
+        manifest_bytes = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise ApiError(422, "digest_mismatch", "manifest_b64 is not standard base64.",
+                       reason="invalid_base64") from None
+    if sha256_hex(manifest_bytes) != digest:
+        raise ApiError(422, "digest_mismatch", "The SHA-256 of manifest_b64 is not manifest_sha256.")
+    booking = store.booking(booking_id)
+    if booking is None or booking["account_id"] != account_id:
+        raise ApiError(404, "booking_not_found", "No such booking for this account.")
+    return manifest_bytes, booking
+
+
 def eligibility(row: sqlite3.Row, now: float) -> tuple[bool, str | None]:
     if row["state"] != "completed":
         return False, str(row["state"])
@@ -285,16 +302,7 @@ async def create_run(backend: Backend, ctx: Ctx) -> Reply:
             raise ApiError(422, "idempotency_conflict",
                            "This Idempotency-Key was used for a different request; use the original request.")
         return Reply(200, replayed.public(rfc3339))
-    try:
-        manifest_bytes = base64.b64decode(encoded, validate=True)
-    except ValueError:
-        raise ApiError(422, "digest_mismatch", "manifest_b64 is not standard base64.",
-                       reason="invalid_base64") from None
-    if sha256_hex(manifest_bytes) != digest:
-        raise ApiError(422, "digest_mismatch", "The SHA-256 of manifest_b64 is not manifest_sha256.")
-    booking = store.booking(booking_id)
-    if booking is None or booking["account_id"] != account_id:
-        raise ApiError(404, "booking_not_found", "No such booking for this account.")
+    manifest_bytes, booking = manifest_and_booking(store, account_id, booking_id, encoded, digest)
     now = store.clock()
     eligible, reason = eligibility(booking, now)
     if not eligible:
