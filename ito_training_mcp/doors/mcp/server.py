@@ -188,7 +188,7 @@ def _input_required(offer: ReviewOffer, envelope: Envelope) -> InputRequiredResu
 
 
 def _answer_from_state(spec: ToolSpec, params: CallToolRequestParams) -> Envelope:
-    """2026-07-28 retry: the result minted on the first round, with what the user did with the link.
+    """2026-07-28 retry: the result minted by the first call, with what the user did with the link.
     No backend request: a retried call never opens a second plan or request."""
     try:
         state = json.loads(params.request_state or "")
